@@ -1,0 +1,810 @@
+// Loading a pipeline file: YAML with line:column kept, ${var} substitution, --set overrides,
+// validation of every stage against its spec (all errors at once, with "did you mean"), and
+// planning (topological order, residency of every edge, transfer insertion).
+#include "graph/pipeline.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <optional>
+#include <regex>
+#include <set>
+#include <sstream>
+
+namespace uvflow {
+
+std::string closest(std::string_view word, const std::vector<std::string>& candidates) {
+  auto dist = [](std::string_view a, std::string_view b) {
+    std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+      cur[0] = i;
+      for (size_t j = 1; j <= b.size(); ++j)
+        cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
+      std::swap(prev, cur);
+    }
+    return prev[b.size()];
+  };
+  std::string best;
+  size_t best_d = std::max<size_t>(2, word.size() / 3) + 1;
+  for (auto& c : candidates) {
+    size_t d = dist(word, c);
+    if (d < best_d) best_d = d, best = c;
+  }
+  return best;
+}
+
+namespace {
+
+// yaml-cpp throws when asked the type of a missing node; a missing node is simply none of these.
+bool is_map(const YAML::Node& n) { return n.IsDefined() && n.IsMap(); }
+bool is_scalar(const YAML::Node& n) { return n.IsDefined() && n.IsScalar(); }
+bool is_seq(const YAML::Node& n) { return n.IsDefined() && n.IsSequence(); }
+bool is_null(const YAML::Node& n) { return !n.IsDefined() || n.IsNull(); }
+
+std::string suggest(std::string_view word, const std::vector<std::string>& candidates) {
+  std::string c = closest(word, candidates);
+  return c.empty() ? std::string() : " (did you mean '" + c + "'?)";
+}
+
+template <class T>
+std::vector<std::string> names_of(const std::vector<T>& v) {
+  std::vector<std::string> n;
+  for (auto& x : v) n.push_back(x.name);
+  return n;
+}
+
+// A YAML value and where it was written (a file position, or the --set that supplied it).
+struct Val {
+  YAML::Node node;
+  SourcePos pos;
+};
+
+struct Override {
+  std::string text;  // the whole KEY=VALUE, for diagnostics
+  YAML::Node value;
+  bool used = false;
+};
+
+class Loader {
+ public:
+  Loader(std::filesystem::path file, Registry& reg, std::vector<std::filesystem::path> plugin_path)
+      : file_(std::move(file)), reg_(reg), plugin_path_(std::move(plugin_path)) {}
+
+  Plan load(const std::vector<std::string>& sets);
+
+ private:
+  SourcePos pos_of(const YAML::Node& n) const {
+    if (!n.IsDefined()) return {file_.string(), 0, 0};
+    YAML::Mark m = n.Mark();
+    if (m.is_null() || m.line < 0) return {file_.string(), 0, 0};
+    return {file_.string(), m.line + 1, m.column + 1};
+  }
+  void error(const SourcePos& p, std::string msg) { diags_.push_back({p, std::move(msg)}); }
+
+  void parse_sets(const std::vector<std::string>& sets);
+  Val with_override(const std::string& key, const YAML::Node& n, const SourcePos& fallback);
+  bool substitute(Val& v, const std::string& what);
+  std::optional<std::string> scalar(Val v, const std::string& what);
+  void parse_run(const YAML::Node& n);
+  void parse_plugins(const YAML::Node& n);
+  void parse_stage(const YAML::Node& n, std::map<std::string, std::vector<std::pair<std::string, Val>>>& ins);
+  std::optional<ParamValue> convert(const ParamSpec& spec, Val v, const std::string& where);
+  void check_range(const ParamSpec& spec, double x, const SourcePos& p, const std::string& where);
+  void link_inputs(Plan& plan, std::map<std::string, std::vector<std::pair<std::string, Val>>>& ins);
+  void order(Plan& plan);
+  void resolve_residency(Plan& plan);
+
+  std::filesystem::path file_;
+  Registry& reg_;
+  std::vector<std::filesystem::path> plugin_path_;
+  std::vector<Diagnostic> diags_;
+  std::map<std::string, Override> overrides_;
+  std::map<std::string, Val> vars_;
+  Plan plan_;
+};
+
+void Loader::parse_sets(const std::vector<std::string>& sets) {
+  for (auto& s : sets) {
+    auto eq = s.find('=');
+    SourcePos p{"--set " + s, 0, 0};
+    if (eq == std::string::npos || eq == 0) {
+      error(p, "expected KEY=VALUE, e.g. --set grid.backend=cuda");
+      continue;
+    }
+    Override o{s, {}, false};
+    try {
+      o.value = YAML::Load(s.substr(eq + 1));
+    } catch (const YAML::Exception& e) {
+      error(p, "value is not valid YAML: " + e.msg);
+      continue;
+    }
+    if (!o.value.IsDefined() || is_null(o.value)) o.value = YAML::Node(s.substr(eq + 1));
+    overrides_[s.substr(0, eq)] = o;
+  }
+}
+
+Val Loader::with_override(const std::string& key, const YAML::Node& n, const SourcePos& fallback) {
+  auto it = overrides_.find(key);
+  if (it != overrides_.end()) {
+    it->second.used = true;
+    return {it->second.value, {"--set " + it->second.text, 0, 0}};
+  }
+  return {n, n.IsDefined() ? pos_of(n) : fallback};
+}
+
+// Replaces "${name}" (the whole value: typed) and "...${name}..." (inside text) by vars.
+bool Loader::substitute(Val& v, const std::string& what) {
+  if (!is_scalar(v.node)) return true;
+  static const std::regex whole(R"(^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$)");
+  static const std::regex part(R"(\$\{([A-Za-z_][A-Za-z0-9_]*)\})");
+  const std::string s = v.node.Scalar();
+  std::vector<std::string> known;
+  for (auto& [k, _] : vars_) known.push_back(k);
+  std::smatch m;
+  if (std::regex_match(s, m, whole)) {
+    auto it = vars_.find(m[1]);
+    if (it == vars_.end()) {
+      error(v.pos, what + ": unknown variable '" + m[1].str() + "'" + suggest(m[1].str(), known));
+      return false;
+    }
+    v.node = it->second.node;
+    return true;
+  }
+  std::string out;
+  auto begin = std::sregex_iterator(s.begin(), s.end(), part);
+  size_t last = 0;
+  bool ok = true;
+  for (auto i = begin; i != std::sregex_iterator(); ++i) {
+    out += s.substr(last, i->position() - last);
+    auto it = vars_.find((*i)[1]);
+    if (it == vars_.end() || !is_scalar(it->second.node)) {
+      error(v.pos, what + ": unknown variable '" + (*i)[1].str() + "'" + suggest((*i)[1].str(), known));
+      ok = false;
+    } else {
+      out += it->second.node.Scalar();
+    }
+    last = i->position() + i->length();
+  }
+  if (begin != std::sregex_iterator()) {
+    out += s.substr(last);
+    v.node = YAML::Node(out);
+  }
+  return ok;
+}
+
+std::optional<std::string> Loader::scalar(Val v, const std::string& what) {
+  if (!substitute(v, what)) return std::nullopt;
+  if (!is_scalar(v.node)) {
+    error(v.pos, what + " must be a single value");
+    return std::nullopt;
+  }
+  return v.node.Scalar();
+}
+
+void Loader::check_range(const ParamSpec& spec, double x, const SourcePos& p, const std::string& where) {
+  if ((spec.min && x < *spec.min) || (spec.max && x > *spec.max)) {
+    std::ostringstream r;
+    r << "[" << (spec.min ? std::to_string(*spec.min) : "-inf") << ", "
+      << (spec.max ? std::to_string(*spec.max) : "inf") << "]";
+    auto trim = [](std::string t) {  // 16.000000 -> 16
+      std::regex z(R"((\.\d*?)0+(?=[,\]]))");
+      t = std::regex_replace(t, z, "$1");
+      return std::regex_replace(t, std::regex(R"(\.(?=[,\]]))"), "");
+    };
+    std::ostringstream xs;
+    xs << x;
+    error(p, where + " = " + xs.str() + " is out of range " + trim(r.str()) +
+                 (spec.unit.empty() ? "" : " " + spec.unit));
+  }
+}
+
+static bool parse_int(const std::string& s, std::int64_t& out) {
+  try {
+    size_t used;
+    long long v = std::stoll(s, &used, 0);
+    if (used != s.size()) return false;
+    out = v;
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+static bool parse_double(const std::string& s, double& out) {
+  try {
+    size_t used;
+    double v = std::stod(s, &used);
+    if (used != s.size() || !std::isfinite(v)) return false;
+    out = v;
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+std::optional<ParamValue> Loader::convert(const ParamSpec& spec, Val v, const std::string& where) {
+  if (!substitute(v, where)) return std::nullopt;
+  auto type_error = [&](const std::string& want) {
+    std::string got = is_scalar(v.node) ? "'" + v.node.Scalar() + "'"
+                      : is_seq(v.node) ? std::string("a list")
+                      : is_map(v.node)      ? std::string("a mapping")
+                                            : std::string("nothing");
+    error(v.pos, where + " must be " + want + ", got " + got);
+    return std::nullopt;
+  };
+  const std::string s = is_scalar(v.node) ? v.node.Scalar() : std::string();
+  switch (spec.type) {
+    case ParamType::integer: {
+      std::int64_t i;
+      if (!is_scalar(v.node) || !parse_int(s, i)) return type_error("an integer");
+      check_range(spec, double(i), v.pos, where);
+      return ParamValue(i);
+    }
+    case ParamType::number: {
+      double d;
+      if (!is_scalar(v.node) || !parse_double(s, d)) return type_error("a number");
+      check_range(spec, d, v.pos, where);
+      return ParamValue(d);
+    }
+    case ParamType::boolean:
+      if (is_scalar(v.node) && (s == "true" || s == "false")) return ParamValue(s == "true");
+      return type_error("true or false");
+    case ParamType::string:
+    case ParamType::path:
+      if (!is_scalar(v.node)) return type_error("a string");
+      return ParamValue(s);
+    case ParamType::choice: {
+      if (!is_scalar(v.node)) return type_error("one of " + [&] {
+        std::string c;
+        for (auto& x : spec.choices) c += (c.empty() ? "" : ", ") + x;
+        return c;
+      }());
+      if (std::find(spec.choices.begin(), spec.choices.end(), s) == spec.choices.end()) {
+        std::string c;
+        for (auto& x : spec.choices) c += (c.empty() ? "" : ", ") + x;
+        error(v.pos, where + " must be one of " + c + ", got '" + s + "'" + suggest(s, spec.choices));
+        return std::nullopt;
+      }
+      return ParamValue(s);
+    }
+    case ParamType::numbers: {
+      if (!is_seq(v.node)) return type_error("a list of numbers");
+      std::vector<double> out;
+      for (const auto& e : v.node) {
+        Val ev{e, pos_of(e)};
+        double d;
+        if (!substitute(ev, where) || !is_scalar(ev.node) || !parse_double(ev.node.Scalar(), d)) {
+          error(ev.pos, where + ": every element must be a number");
+          return std::nullopt;
+        }
+        check_range(spec, d, ev.pos, where);
+        out.push_back(d);
+      }
+      return ParamValue(out);
+    }
+    case ParamType::records: {
+      if (!is_seq(v.node)) return type_error("a list of mappings");
+      std::vector<Record> out;
+      auto fields = names_of(spec.fields);
+      bool ok = true;
+      for (const auto& e : v.node) {
+        if (!is_map(e)) {
+          error(pos_of(e), where + ": every element must be a mapping with fields " + [&] {
+            std::string c;
+            for (auto& x : fields) c += (c.empty() ? "" : ", ") + x;
+            return c;
+          }());
+          ok = false;
+          continue;
+        }
+        Record r;
+        for (const auto& kv : e) {
+          std::string k = kv.first.Scalar();
+          auto f = std::find_if(spec.fields.begin(), spec.fields.end(),
+                                [&](const ParamSpec& x) { return x.name == k; });
+          if (f == spec.fields.end()) {
+            error(pos_of(kv.first), where + ": unknown field '" + k + "'" + suggest(k, fields));
+            ok = false;
+            continue;
+          }
+          auto fv = convert(*f, Val{kv.second, pos_of(kv.second)}, where + "." + k);
+          if (!fv) { ok = false; continue; }
+          r[k] = std::holds_alternative<std::int64_t>(*fv) ? double(std::get<std::int64_t>(*fv))
+                                                           : std::get<double>(*fv);
+        }
+        for (auto& f : spec.fields) {
+          if (r.count(f.name)) continue;
+          if (f.def) {
+            r[f.name] = std::get<double>(*f.def);
+          } else {
+            error(pos_of(e), where + ": missing field '" + f.name + "'");
+            ok = false;
+          }
+        }
+        out.push_back(std::move(r));
+      }
+      if (!ok) return std::nullopt;
+      return ParamValue(out);
+    }
+  }
+  return std::nullopt;
+}
+
+void Loader::parse_run(const YAML::Node& n) {
+  static const std::vector<std::string> keys = {"max_in_flight", "transfers", "report", "threads"};
+  if (n.IsDefined() && !is_map(n)) {
+    error(pos_of(n), "'run' must be a mapping with keys max_in_flight, transfers, report, threads");
+    return;
+  }
+  if (n.IsDefined())
+    for (const auto& kv : n) {
+      auto k = kv.first.Scalar();
+      if (std::find(keys.begin(), keys.end(), k) == keys.end())
+        error(pos_of(kv.first), "unknown key 'run." + k + "'" + suggest(k, keys));
+    }
+  auto get = [&](const std::string& k) {
+    return with_override("run." + k, is_map(n) ? n[k] : YAML::Node(YAML::NodeType::Undefined), pos_of(n));
+  };
+  ParamSpec mif{"max_in_flight", ParamType::integer, {}, false, "", 1, 4096};
+  ParamSpec thr{"threads", ParamType::integer, {}, false, "", 0, 4096};
+  ParamSpec tr{"transfers", ParamType::choice};
+  tr.choices = {"auto", "explicit"};
+  ParamSpec rep{"report", ParamType::path};
+  if (auto v = get("max_in_flight"); v.node.IsDefined())
+    if (auto x = convert(mif, v, "run.max_in_flight")) plan_.run.max_in_flight = int(std::get<std::int64_t>(*x));
+  if (auto v = get("threads"); v.node.IsDefined())
+    if (auto x = convert(thr, v, "run.threads")) plan_.run.threads = int(std::get<std::int64_t>(*x));
+  if (auto v = get("transfers"); v.node.IsDefined())
+    if (auto x = convert(tr, v, "run.transfers")) plan_.run.explicit_transfers = std::get<std::string>(*x) == "explicit";
+  if (auto v = get("report"); v.node.IsDefined())
+    if (auto x = convert(rep, v, "run.report")) plan_.run.report = std::get<std::string>(*x);
+}
+
+void Loader::parse_plugins(const YAML::Node& n) {
+  if (!n.IsDefined()) return;
+  if (!is_seq(n)) {
+    error(pos_of(n), "'plugins' must be a list of shared-library paths");
+    return;
+  }
+  for (const auto& e : n) {
+    auto s = scalar(Val{e, pos_of(e)}, "plugin path");
+    if (!s) continue;
+    std::filesystem::path p(*s);
+    std::vector<std::filesystem::path> tries;
+    if (p.is_absolute()) tries = {p};
+    else {
+      tries.push_back(file_.parent_path() / p);
+      for (auto& d : plugin_path_) tries.push_back(d / p);
+      tries.push_back(p);
+    }
+    auto found = std::find_if(tries.begin(), tries.end(),
+                              [](auto& t) { return std::filesystem::exists(t); });
+    if (found == tries.end()) {
+      error(pos_of(e), "plugin '" + *s + "' not found (looked next to the pipeline file" +
+                           std::string(plugin_path_.empty() ? "" : ", in --plugin-path") + " and in the working directory)");
+      continue;
+    }
+    try {
+      reg_.load_plugin(*found);
+    } catch (const std::exception& ex) {
+      error(pos_of(e), ex.what());
+    }
+  }
+}
+
+void Loader::parse_stage(const YAML::Node& n,
+                         std::map<std::string, std::vector<std::pair<std::string, Val>>>& ins) {
+  static const std::vector<std::string> keys = {"id", "type", "backend", "params", "in"};
+  SourcePos here = pos_of(n);
+  if (!is_map(n)) {
+    error(here, "a stage must be a mapping with keys id, type, backend, params, in");
+    return;
+  }
+  for (const auto& kv : n) {
+    auto k = kv.first.Scalar();
+    if (std::find(keys.begin(), keys.end(), k) == keys.end())
+      error(pos_of(kv.first), "unknown stage key '" + k + "'" + suggest(k, keys));
+  }
+  StageInstance st;
+  st.pos = here;
+  if (!n["id"].IsDefined()) {
+    error(here, "stage has no 'id'");
+    return;
+  }
+  auto id = scalar(Val{n["id"], pos_of(n["id"])}, "stage id");
+  if (!id) return;
+  static const std::regex id_re("^[A-Za-z_][A-Za-z0-9_]*$");
+  if (!std::regex_match(*id, id_re)) {
+    error(pos_of(n["id"]), "stage id '" + *id + "' must be letters, digits and '_' (no '.')");
+    return;
+  }
+  for (auto& other : plan_.stages)
+    if (other.id == *id) {
+      error(pos_of(n["id"]), "stage id '" + *id + "' is used twice (first at " + other.pos.str() + ")");
+      return;
+    }
+  st.id = *id;
+  const std::string who = "stage '" + st.id + "'";
+  Val tv = with_override(st.id + ".type", n["type"], here);
+  if (!tv.node.IsDefined()) {
+    error(here, who + " has no 'type'");
+    return;
+  }
+  auto type = scalar(tv, who + " type");
+  if (!type) return;
+  st.spec = reg_.find(*type);
+  if (!st.spec) {
+    error(tv.pos, "unknown stage type '" + *type + "'" + suggest(*type, reg_.types()) +
+                      "; 'uvflow stages' lists them");
+    plan_.stages.push_back(st);  // keep the id so links to it do not cascade into more errors
+    return;
+  }
+  const std::string what = who + " (" + st.spec->type + ")";
+  Val bv = with_override(st.id + ".backend", n["backend"], here);
+  st.backend = st.spec->backends.front().name;
+  if (bv.node.IsDefined()) {
+    if (auto b = scalar(bv, what + " backend")) {
+      if (!st.spec->backend(*b))
+        error(bv.pos, what + " has no backend '" + *b + "'; it has " + [&] {
+          std::string c;
+          for (auto& x : st.spec->backends) c += (c.empty() ? "" : ", ") + x.name;
+          return c;
+        }() + suggest(*b, names_of(st.spec->backends)));
+      else
+        st.backend = *b;
+    }
+  }
+  // Parameters: from the file, then --set (ID.params.NAME or the shorthand ID.NAME).
+  YAML::Node pn = n["params"];
+  if (pn.IsDefined() && !is_map(pn) && !is_null(pn))
+    error(pos_of(pn), what + ": 'params' must be a mapping");
+  std::map<std::string, Val> given;
+  if (is_map(pn))
+    for (const auto& kv : pn) {
+      auto k = kv.first.Scalar();
+      if (!st.spec->param(k)) {
+        error(pos_of(kv.first), what + ": unknown parameter '" + k + "'" +
+                                    suggest(k, names_of(st.spec->params)) + "; 'uvflow describe " +
+                                    st.spec->type + "' lists them");
+        continue;
+      }
+      given[k] = Val{kv.second, pos_of(kv.second)};
+    }
+  for (auto& [key, o] : overrides_) {
+    for (const std::string& prefix : {st.id + ".params.", st.id + "."}) {
+      if (key.rfind(prefix, 0) != 0) continue;
+      std::string k = key.substr(prefix.size());
+      if (k == "backend" || k == "type") continue;
+      o.used = true;
+      if (!st.spec->param(k)) {
+        error({"--set " + o.text, 0, 0}, what + ": unknown parameter '" + k + "'" +
+                                             suggest(k, names_of(st.spec->params)));
+        break;
+      }
+      given[k] = Val{o.value, {"--set " + o.text, 0, 0}};
+      break;
+    }
+  }
+  for (const auto& ps : st.spec->params) {
+    auto it = given.find(ps.name);
+    if (it == given.end()) {
+      if (ps.def) st.params.set(ps.name, *ps.def);
+      else if (!ps.optional) error(here, what + ": missing required parameter '" + ps.name + "'");
+      continue;
+    }
+    st.param_pos[ps.name] = it->second.pos;
+    if (auto v = convert(ps, it->second, what + " parameter '" + ps.name + "'"))
+      st.params.set(ps.name, *v);
+  }
+  // Inputs are linked once every stage is known.
+  YAML::Node in = n["in"];
+  if (in.IsDefined() && !is_map(in) && !is_null(in))
+    error(pos_of(in), what + ": 'in' must map input ports to 'stage' or 'stage.port'");
+  if (is_map(in))
+    for (const auto& kv : in) ins[st.id].push_back({kv.first.Scalar(), Val{kv.second, pos_of(kv.second)}});
+  plan_.stages.push_back(std::move(st));
+}
+
+void Loader::link_inputs(Plan& plan, std::map<std::string, std::vector<std::pair<std::string, Val>>>& ins) {
+  std::map<std::string, int> index;
+  std::vector<std::string> ids;
+  for (size_t i = 0; i < plan.stages.size(); ++i) index[plan.stages[i].id] = int(i), ids.push_back(plan.stages[i].id);
+  for (auto& st : plan.stages) {
+    if (!st.spec) continue;
+    const std::string what = "stage '" + st.id + "' (" + st.spec->type + ")";
+    for (auto& [port, v] : ins[st.id]) {
+      const PortSpec* ip = st.spec->input(port);
+      if (!ip) {
+        error(v.pos, what + ": unknown input '" + port + "'" + suggest(port, names_of(st.spec->inputs)) +
+                         (st.spec->inputs.empty() ? "; it has no inputs" : ""));
+        continue;
+      }
+      auto ref = scalar(v, what + " input '" + port + "'");
+      if (!ref) continue;
+      std::string from = *ref, from_port;
+      if (auto dot = from.find('.'); dot != std::string::npos)
+        from_port = from.substr(dot + 1), from = from.substr(0, dot);
+      auto it = index.find(from);
+      if (it == index.end()) {
+        error(v.pos, what + ": input '" + port + "' names unknown stage '" + from + "'" + suggest(from, ids));
+        continue;
+      }
+      const StageInstance& src = plan.stages[it->second];
+      if (!src.spec) continue;  // already reported
+      if (from_port.empty()) {
+        if (src.spec->output(port)) from_port = port;
+        else if (src.spec->outputs.size() == 1) from_port = src.spec->outputs[0].name;
+        else {
+          error(v.pos, what + ": input '" + port + "': stage '" + from + "' has " +
+                           (src.spec->outputs.empty() ? std::string("no outputs") : "outputs " + [&] {
+                             std::string c;
+                             for (auto& o : src.spec->outputs) c += (c.empty() ? "" : ", ") + o.name;
+                             return c;
+                           }() + "; write '" + from + ".PORT'"));
+          continue;
+        }
+      } else if (!src.spec->output(from_port)) {
+        error(v.pos, what + ": stage '" + from + "' (" + src.spec->type + ") has no output '" + from_port +
+                         "'" + suggest(from_port, names_of(src.spec->outputs)));
+        continue;
+      }
+      st.inputs.push_back({port, it->second, from_port, v.pos});
+    }
+    for (auto& ip : st.spec->inputs) {
+      bool linked = std::any_of(st.inputs.begin(), st.inputs.end(), [&](auto& l) { return l.port == ip.name; });
+      if (!linked && !ip.optional)
+        error(st.pos, what + ": input '" + ip.name + "' (" + ip.type + ", " + to_string(ip.arity) +
+                          ") is not connected; add 'in: {" + ip.name + ": STAGE}'");
+    }
+  }
+}
+
+// Orders stages so that producers come first (stable: file order among independent stages).
+void Loader::order(Plan& plan) {
+  const size_t n = plan.stages.size();
+  std::vector<int> indeg(n, 0);
+  std::vector<std::vector<int>> out(n);
+  for (size_t i = 0; i < n; ++i)
+    for (auto& l : plan.stages[i].inputs) out[l.from].push_back(int(i)), indeg[i]++;
+  std::vector<int> ord;
+  std::vector<bool> done(n, false);
+  while (ord.size() < n) {
+    int pick = -1;
+    for (size_t i = 0; i < n && pick < 0; ++i)
+      if (!done[i] && indeg[i] == 0) pick = int(i);
+    if (pick < 0) break;
+    done[pick] = true;
+    ord.push_back(pick);
+    for (int j : out[pick]) indeg[j]--;
+  }
+  if (ord.size() < n) {
+    // Walk back along inputs from a stage left over until a stage repeats: that is the cycle.
+    int start = 0;
+    while (done[start]) ++start;
+    std::vector<int> path{start};
+    std::set<int> seen{start};
+    int cur = start;
+    for (;;) {
+      int next = -1;
+      for (auto& l : plan.stages[cur].inputs)
+        if (!done[l.from]) { next = l.from; break; }
+      if (seen.count(next)) {
+        auto it = std::find(path.begin(), path.end(), next);
+        std::vector<int> cyc(it, path.end());
+        std::reverse(cyc.begin(), cyc.end());  // producer -> consumer
+        std::string s;
+        for (int c : cyc) s += plan.stages[c].id + " -> ";
+        s += plan.stages[cyc.front()].id;
+        error(plan.stages[cyc.front()].pos, "stages form a cycle: " + s);
+        return;
+      }
+      seen.insert(next);
+      path.push_back(next);
+      cur = next;
+    }
+  }
+  std::vector<StageInstance> sorted;
+  std::vector<int> new_index(n);
+  for (size_t k = 0; k < n; ++k) new_index[ord[k]] = int(k);
+  for (int i : ord) sorted.push_back(std::move(plan.stages[i]));
+  for (auto& s : sorted)
+    for (auto& l : s.inputs) l.from = new_index[l.from];
+  plan.stages = std::move(sorted);
+}
+
+static Location resolve(Residency r, const std::string& backend, Location fallback) {
+  switch (r) {
+    case Residency::host: return Location::host;
+    case Residency::device: return Location::device;
+    case Residency::backend: return backend == "cuda" ? Location::device : Location::host;
+    case Residency::any: return fallback;
+  }
+  return fallback;
+}
+
+void Loader::resolve_residency(Plan& plan) {
+  const StageSpec* up = reg_.find("transfer.to_device");
+  const StageSpec* down = reg_.find("transfer.to_host");
+  std::map<std::string, int> inserted;  // "producer.port.to_device" -> stage index
+  const size_t n = plan.stages.size();   // transfers are appended after these, then reordered
+  for (size_t i = 0; i < n; ++i) {
+    const std::string what = "stage '" + plan.stages[i].id + "' (" + plan.stages[i].spec->type + ", " +
+                             plan.stages[i].backend + ")";
+    std::optional<OutputInfo> first;
+    for (size_t li = 0; li < plan.stages[i].inputs.size(); ++li) {
+      const InputLink l = plan.stages[i].inputs[li];
+      const PortSpec* ip = plan.stages[i].spec->input(l.port);
+      const StageInstance& src = plan.stages[l.from];
+      const OutputInfo oi = src.outputs.at(l.from_port);
+      const std::string src_name =
+          "'" + src.id + "." + l.from_port + "' (" + src.spec->type + ", " + src.backend + ")";
+      if (ip->type != kAnyPayload && oi.type != ip->type) {
+        error(l.pos, what + ": input '" + l.port + "' expects " + ip->type + " but " + src_name +
+                         " produces " + oi.type);
+        continue;
+      }
+      if (ip->arity == Arity::once && oi.arity == Arity::stream) {
+        error(l.pos, what + ": input '" + l.port + "' takes one item but " + src_name + " produces a stream");
+        continue;
+      }
+      const Location need = resolve(ip->residency, plan.stages[i].backend, oi.location);
+      if (need == oi.location) {
+        if (!first) first = oi;
+        continue;
+      }
+      const char* xfer = need == Location::device ? "transfer.to_device" : "transfer.to_host";
+      if (plan.run.explicit_transfers) {
+        error(l.pos, what + ": input '" + l.port + "' needs " + to_string(need) + " data but " + src_name +
+                         " produces " + to_string(oi.location) + " data; with run.transfers: explicit, add a '" +
+                         xfer + "' stage between them");
+        continue;
+      }
+      // One transfer per producer port and direction, shared by all its consumers.
+      const std::string key = src.id + "." + l.from_port + (need == Location::device ? ".to_device" : ".to_host");
+      auto it = inserted.find(key);
+      if (it == inserted.end()) {
+        StageInstance x;
+        x.id = key;
+        x.spec = need == Location::device ? up : down;
+        x.backend = "cuda";
+        x.pos = l.pos;
+        x.inserted = true;
+        x.inputs.push_back({"data", l.from, l.from_port, l.pos});
+        x.outputs["data"] = {oi.type, oi.arity, need};
+        if (need == Location::device) plan.stages[l.from].pinned_outputs.push_back(l.from_port);
+        plan.notes.push_back("inserted " + key + ": " + oi.type + " " + to_string(oi.location) + " -> " +
+                             to_string(need));
+        plan.stages.push_back(std::move(x));
+        it = inserted.emplace(key, int(plan.stages.size() - 1)).first;
+      }
+      plan.stages[i].inputs[li].from = it->second;
+      plan.stages[i].inputs[li].from_port = "data";
+      if (!first) first = plan.stages[it->second].outputs.at("data");
+    }
+    StageInstance& st = plan.stages[i];
+    for (auto& op : st.spec->outputs) {
+      OutputInfo oi{op.type, op.arity, resolve(op.residency, st.backend, first ? first->location : Location::host)};
+      if (op.type == kAnyPayload && first) oi.type = first->type, oi.arity = first->arity;
+      st.outputs[op.name] = oi;
+    }
+  }
+  if (plan.stages.size() > n) order(plan);
+}
+
+Plan Loader::load(const std::vector<std::string>& sets) {
+  plan_.file = file_;
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(file_.string());
+  } catch (const YAML::BadFile&) {
+    throw ConfigError({{{file_.string(), 0, 0}, "cannot read the pipeline file"}});
+  } catch (const YAML::ParserException& e) {
+    throw ConfigError({{{file_.string(), e.mark.line + 1, e.mark.column + 1}, "YAML syntax: " + e.msg}});
+  }
+  if (!is_map(root)) throw ConfigError({{pos_of(root), "a pipeline file is a mapping with keys schema, name, stages, ..."}});
+  parse_sets(sets);
+  static const std::vector<std::string> keys = {"schema", "name", "description", "vars", "run", "plugins", "stages"};
+  for (const auto& kv : root) {
+    auto k = kv.first.Scalar();
+    if (std::find(keys.begin(), keys.end(), k) == keys.end())
+      error(pos_of(kv.first), "unknown top-level key '" + k + "'" + suggest(k, keys));
+  }
+  if (auto s = root["schema"]; !s.IsDefined() || !is_scalar(s) || s.Scalar() != "uvflow/1")
+    error(s.IsDefined() ? pos_of(s) : pos_of(root), "'schema: uvflow/1' is required (the file format version)");
+  plan_.name = is_scalar(root["name"]) ? root["name"].Scalar() : file_.stem().string();
+  plan_.description = is_scalar(root["description"]) ? root["description"].Scalar() : "";
+  if (auto v = root["vars"]; v.IsDefined()) {
+    if (!is_map(v)) error(pos_of(v), "'vars' must be a mapping of names to values");
+    else
+      for (const auto& kv : v) vars_[kv.first.Scalar()] = with_override("vars." + kv.first.Scalar(), kv.second, pos_of(kv.second));
+  }
+  for (auto& [k, o] : overrides_)
+    if (k.rfind("vars.", 0) == 0 && !vars_.count(k.substr(5)))
+      o.used = true, vars_[k.substr(5)] = Val{o.value, {"--set " + o.text, 0, 0}};
+  parse_run(root["run"]);
+  parse_plugins(root["plugins"]);
+  std::map<std::string, std::vector<std::pair<std::string, Val>>> ins;
+  if (auto st = root["stages"]; !st.IsDefined() || !is_seq(st) || st.size() == 0)
+    error(st.IsDefined() ? pos_of(st) : pos_of(root), "'stages' must be a non-empty list");
+  else
+    for (const auto& s : st) parse_stage(s, ins);
+  for (auto& [k, o] : overrides_) {
+    if (o.used) continue;
+    std::vector<std::string> ids;
+    for (auto& s : plan_.stages) ids.push_back(s.id);
+    std::string head = k.substr(0, k.find('.'));
+    error({"--set " + o.text, 0, 0}, head == "run" ? "unknown key '" + k + "'"
+                                     : "no stage '" + head + "' to set" + suggest(head, ids));
+  }
+  link_inputs(plan_, ins);
+  // Each stage checks its parameters together.
+  for (auto& st : plan_.stages) {
+    if (!st.spec) continue;
+    try {
+      auto stage = st.spec->backend(st.backend)->make();
+      stage->configure(st.params);
+    } catch (const ParamError& e) {
+      auto it = st.param_pos.find(e.param());
+      error(it != st.param_pos.end() ? it->second : st.pos,
+            "stage '" + st.id + "' (" + st.spec->type + "): parameter '" + e.param() + "': " + e.what());
+    } catch (const std::exception& e) {
+      error(st.pos, "stage '" + st.id + "' (" + st.spec->type + "): " + e.what());
+    }
+  }
+  if (diags_.empty()) order(plan_);
+  if (diags_.empty()) resolve_residency(plan_);
+  if (!diags_.empty()) throw ConfigError(diags_);
+  return std::move(plan_);
+}
+
+}  // namespace
+
+Plan load_plan(const std::filesystem::path& file, const std::vector<std::string>& sets, Registry& registry,
+               const std::vector<std::filesystem::path>& plugin_path) {
+  return Loader(file, registry, plugin_path).load(sets);
+}
+
+std::string plan_to_text(const Plan& p) {
+  std::ostringstream s;
+  s << "pipeline " << p.name << " (" << p.file.string() << "): " << p.stages.size() << " stages, max_in_flight "
+    << p.run.max_in_flight << ", transfers " << (p.run.explicit_transfers ? "explicit" : "auto") << "\n";
+  for (size_t i = 0; i < p.stages.size(); ++i) {
+    auto& st = p.stages[i];
+    s << "  " << i + 1 << ". " << st.id << "  " << st.spec->type << " [" << st.backend << "]"
+      << (st.inserted ? "  (inserted)" : "") << "\n";
+    for (auto& l : st.inputs) {
+      auto& src = p.stages[l.from];
+      auto& oi = src.outputs.at(l.from_port);
+      s << "       " << l.port << " <- " << src.id << "." << l.from_port << "  " << oi.type << ", "
+        << to_string(oi.arity) << ", " << to_string(oi.location) << "\n";
+    }
+  }
+  for (auto& n : p.notes) s << "  note: " << n << "\n";
+  return s.str();
+}
+
+std::string plan_to_dot(const Plan& p) {
+  std::ostringstream s;
+  s << "digraph \"" << p.name << "\" {\n  rankdir=LR;\n  node [shape=box, fontname=\"monospace\"];\n";
+  for (auto& st : p.stages) {
+    s << "  \"" << st.id << "\" [label=\"" << st.id << "\\n" << st.spec->type << " [" << st.backend << "]\"";
+    if (st.inserted) s << ", style=dashed, color=red";
+    else if (st.backend == "cuda") s << ", style=filled, fillcolor=\"#d8f0d8\"";
+    s << "];\n";
+  }
+  for (auto& st : p.stages)
+    for (auto& l : st.inputs) {
+      auto& src = p.stages[l.from];
+      auto& oi = src.outputs.at(l.from_port);
+      s << "  \"" << src.id << "\" -> \"" << st.id << "\" [label=\"" << l.from_port << "->" << l.port << "\\n"
+        << oi.type << " (" << to_string(oi.location) << (oi.arity == Arity::once ? ", once" : "") << ")\""
+        << (oi.location == Location::device ? ", color=darkgreen" : "") << "];\n";
+    }
+  s << "}\n";
+  return s.str();
+}
+
+}  // namespace uvflow

@@ -1,0 +1,72 @@
+// A pipeline after loading, validation and planning: every stage resolved to a spec and backend,
+// every parameter typed, every edge's residency known, the transfers the planner inserted listed.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "runtime/error.hpp"
+#include "runtime/registry.hpp"
+#include "runtime/stage.hpp"
+
+namespace uvflow {
+
+struct RunOptions {
+  int max_in_flight = 4;           // stream items alive at once, per source
+  bool explicit_transfers = false; // refuse to insert host<->device copies
+  std::string report;              // JSON run report path ("" = none)
+  int threads = 0;                 // TBB worker threads (0 = all cores)
+};
+
+// One input port's connection.
+struct InputLink {
+  std::string port;
+  int from = -1;          // index of the producing stage in Plan::stages
+  std::string from_port;
+  SourcePos pos;
+};
+
+// The resolved facts of one output port of one stage instance.
+struct OutputInfo {
+  std::string type;
+  Arity arity = Arity::stream;
+  Location location = Location::host;
+};
+
+struct StageInstance {
+  std::string id;
+  const StageSpec* spec = nullptr;
+  std::string backend;
+  Params params;
+  SourcePos pos;                             // the stage's entry in the file
+  std::map<std::string, SourcePos> param_pos;
+  std::vector<InputLink> inputs;
+  std::map<std::string, OutputInfo> outputs;
+  std::vector<std::string> pinned_outputs;   // host outputs that feed an upload
+  bool inserted = false;                     // a transfer the planner added
+};
+
+struct Plan {
+  std::filesystem::path file;
+  std::string name, description;
+  RunOptions run;
+  std::vector<StageInstance> stages;  // in topological order
+  std::vector<std::string> notes;     // what the planner did (transfers inserted)
+};
+
+// Loads, validates and plans a pipeline. `sets` are --set KEY=VALUE overrides. Every problem is
+// collected and thrown together as one ConfigError; nothing is constructed when it throws.
+Plan load_plan(const std::filesystem::path& file, const std::vector<std::string>& sets,
+               Registry& registry, const std::vector<std::filesystem::path>& plugin_path = {});
+
+// Graphviz rendering: stages, ports, edge residency, inserted transfers highlighted.
+std::string plan_to_dot(const Plan& p);
+// Human-readable plan: order, edges with residency, transfers.
+std::string plan_to_text(const Plan& p);
+
+// Closest candidate within a small edit distance, or "" (for "did you mean").
+std::string closest(std::string_view word, const std::vector<std::string>& candidates);
+
+}  // namespace uvflow

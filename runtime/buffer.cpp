@@ -1,0 +1,71 @@
+#include "runtime/buffer.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace uvflow {
+
+const char* to_string(Location l) { return l == Location::host ? "host" : "device"; }
+
+std::shared_ptr<Storage> Storage::host(std::size_t bytes, bool pinned) {
+  void* p;
+  if (pinned) {
+    p = device::alloc_pinned(bytes);
+  } else {
+    p = std::aligned_alloc(64, ((bytes + 63) / 64) * 64 + 64);
+    if (!p) throw std::bad_alloc();
+  }
+  return std::shared_ptr<Storage>(new Storage(p, bytes, Location::host, pinned));
+}
+
+std::shared_ptr<Storage> Storage::device(std::size_t bytes, const device::Stream& s) {
+  void* p = device::alloc(bytes, s);
+  auto st = std::shared_ptr<Storage>(new Storage(p, bytes, Location::device, false));
+  st->writer_ = s.record();  // the allocation is ordered on `s`
+  return st;
+}
+
+Storage::~Storage() {
+  if (loc_ == Location::device) {
+    std::vector<device::Event> after = readers_;
+    if (writer_.valid()) after.push_back(writer_);
+    device::release(p_, after.data(), after.size());
+  } else if (pinned_) {
+    device::free_pinned(p_);
+  } else {
+    std::free(p_);
+  }
+}
+
+device::Event Storage::last_writer() const {
+  std::lock_guard lk(m_);
+  return writer_;
+}
+
+void Storage::set_last_writer(device::Event e) {
+  std::lock_guard lk(m_);
+  writer_ = std::move(e);
+  readers_.clear();  // the writer was ordered after them
+}
+
+void Storage::add_reader(device::Event e) {
+  std::lock_guard lk(m_);
+  readers_.push_back(std::move(e));
+}
+
+void ArrayBase::transfer(Location to, const device::Stream& s, bool pinned) {
+  if (!s_ || s_->location() == to) return;
+  std::shared_ptr<Storage> dst;
+  if (to == Location::device) {
+    dst = Storage::device(s_->bytes(), s);
+    device::copy(dst->data(), s_->data(), s_->bytes(), device::Copy::host_to_device, s);
+  } else {
+    dst = Storage::host(s_->bytes(), pinned);
+    s.wait(s_->last_writer());
+    device::copy(dst->data(), s_->data(), s_->bytes(), device::Copy::device_to_host, s);
+  }
+  s_ = std::move(dst);
+}
+
+}  // namespace uvflow

@@ -1,0 +1,151 @@
+// CUDA implementation of runtime/device.hpp (compiled only when uvflow is built with CUDA).
+#include <cuda_runtime_api.h>
+
+#include <mutex>
+#include <stdexcept>
+#include <vector>
+
+#include "runtime/device.hpp"
+
+namespace uvflow::device {
+namespace {
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess)
+    throw std::runtime_error(std::string("CUDA error in ") + what + ": " + cudaGetErrorString(e));
+}
+
+cudaStream_t raw(const Stream& s) { return static_cast<cudaStream_t>(s.native()); }
+
+// Frees wait on this stream so that a release never blocks the host nor a worker's stream.
+const Stream& release_stream() {
+  static Stream s = Stream::create();
+  return s;
+}
+
+}  // namespace
+
+bool compiled() { return true; }
+
+int count() {
+  static const int n = [] {
+    int c = 0;
+    if (cudaGetDeviceCount(&c) != cudaSuccess) {
+      cudaGetLastError();  // clear the sticky "no device" error
+      return 0;
+    }
+    if (c > 0) {
+      // Keep freed pool memory for reuse instead of returning it to the driver each time.
+      cudaMemPool_t pool;
+      if (cudaDeviceGetDefaultMemPool(&pool, 0) == cudaSuccess) {
+        uint64_t keep = UINT64_MAX;
+        cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+      }
+    }
+    return c;
+  }();
+  return n;
+}
+
+std::string describe(int dev) {
+  if (count() <= dev) return "cuda:" + std::to_string(dev) + " (absent)";
+  cudaDeviceProp p{};
+  check(cudaGetDeviceProperties(&p, dev), "cudaGetDeviceProperties");
+  return "cuda:" + std::to_string(dev) + " (" + p.name + ", sm_" + std::to_string(p.major) +
+         std::to_string(p.minor) + ")";
+}
+
+void Event::synchronize() const {
+  if (h_) check(cudaEventSynchronize(static_cast<cudaEvent_t>(native())), "cudaEventSynchronize");
+}
+
+bool Event::ready() const {
+  if (!h_) return true;
+  cudaError_t e = cudaEventQuery(static_cast<cudaEvent_t>(native()));
+  if (e == cudaErrorNotReady) return false;
+  check(e, "cudaEventQuery");
+  return true;
+}
+
+float Event::elapsed_since(const Event& start) const {
+  float ms = 0;
+  check(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start.native()),
+                             static_cast<cudaEvent_t>(native())),
+        "cudaEventElapsedTime");
+  return ms;
+}
+
+void* Event::native() const { return h_.get(); }
+
+Stream Stream::create() {
+  if (count() == 0) throw std::runtime_error("no CUDA device is available");
+  cudaStream_t s;
+  check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+  Stream st;
+  st.h_ = std::shared_ptr<void>(s, [](void* p) { cudaStreamDestroy(static_cast<cudaStream_t>(p)); });
+  return st;
+}
+
+Event Stream::record(bool timing) const {
+  cudaEvent_t e;
+  check(cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming),
+        "cudaEventCreate");
+  check(cudaEventRecord(e, raw(*this)), "cudaEventRecord");
+  Event ev;
+  ev.h_ = std::shared_ptr<void>(e, [](void* p) { cudaEventDestroy(static_cast<cudaEvent_t>(p)); });
+  return ev;
+}
+
+void Stream::wait(const Event& e) const {
+  if (e.valid())
+    check(cudaStreamWaitEvent(raw(*this), static_cast<cudaEvent_t>(e.native()), 0),
+          "cudaStreamWaitEvent");
+}
+
+void Stream::synchronize() const { check(cudaStreamSynchronize(raw(*this)), "cudaStreamSynchronize"); }
+
+void* Stream::native() const { return h_.get(); }
+
+void* alloc(std::size_t bytes, const Stream& s) {
+  void* p = nullptr;
+  if (bytes == 0) return nullptr;
+  cudaError_t e = cudaMallocAsync(&p, bytes, raw(s));
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    throw std::runtime_error("CUDA out of memory allocating " + std::to_string(bytes) + " bytes (" +
+                             cudaGetErrorString(e) + ")");
+  }
+  return p;
+}
+
+void release(void* p, const Event* after, std::size_t n_after) {
+  if (!p) return;
+  const Stream& rs = release_stream();
+  for (std::size_t i = 0; i < n_after; ++i) rs.wait(after[i]);
+  // Ignore errors here: this runs from destructors, possibly while a failed run unwinds.
+  cudaFreeAsync(p, raw(rs));
+}
+
+void* alloc_pinned(std::size_t bytes) {
+  void* p = nullptr;
+  check(cudaMallocHost(&p, bytes ? bytes : 1), "cudaMallocHost");
+  return p;
+}
+
+void free_pinned(void* p) { cudaFreeHost(p); }
+
+void copy(void* dst, const void* src, std::size_t bytes, Copy kind, const Stream& s) {
+  if (bytes == 0) return;
+  cudaMemcpyKind k = kind == Copy::host_to_device   ? cudaMemcpyHostToDevice
+                     : kind == Copy::device_to_host ? cudaMemcpyDeviceToHost
+                                                    : cudaMemcpyDeviceToDevice;
+  check(cudaMemcpyAsync(dst, src, bytes, k, raw(s)), "cudaMemcpyAsync");
+}
+
+void memset_zero(void* p, std::size_t bytes, const Stream& s) {
+  if (bytes) check(cudaMemsetAsync(p, 0, bytes, raw(s)), "cudaMemsetAsync");
+}
+
+void check_launch(const char* what) { check(cudaGetLastError(), what); }
+
+}  // namespace uvflow::device

@@ -1,0 +1,77 @@
+// Errors as values with a place: every failure uvflow reports says what went wrong and where
+// (file:line:col for configuration, the column for input data, stage/backend/device/item at run
+// time), and maps to one process exit code per kind so scripts can tell them apart.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace uvflow {
+
+// Process exit codes; documented in README.md and `uvflow --help`.
+enum class ExitCode : int {
+  ok = 0,
+  usage = 2,        // bad command line
+  config = 3,       // pipeline file invalid: nothing ran
+  input = 4,        // input data unreadable or inconsistent (FITS, Measurement Set, ...)
+  runtime = 5,      // a stage failed while running
+  internal = 6,     // a bug in uvflow
+  interrupted = 130 // Ctrl-C (128 + SIGINT)
+};
+
+// A position in a YAML source: "pipelines/x.yaml:12:7".
+struct SourcePos {
+  std::string file;
+  int line = 0;  // 1-based; 0 = unknown
+  int col = 0;   // 1-based
+  std::string str() const;
+};
+
+struct Diagnostic {
+  SourcePos pos;
+  std::string message;
+  std::string str() const { return pos.str() + ": error: " + message; }
+};
+
+// Every problem found in a pipeline before anything runs, reported together.
+class ConfigError : public std::runtime_error {
+ public:
+  explicit ConfigError(std::vector<Diagnostic> diags);
+  const std::vector<Diagnostic>& diagnostics() const { return diags_; }
+
+ private:
+  std::vector<Diagnostic> diags_;
+};
+
+// Input data that cannot be used: names the file and the part of it (column, HDU, keyword).
+class InputError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A stage failed while the graph ran: which stage, backend, device and item.
+class StageError : public std::runtime_error {
+ public:
+  StageError(std::string stage, std::string backend, std::string device, long long item,
+             std::string what, ExitCode code);
+  const std::string& stage() const { return stage_; }
+  const std::string& backend() const { return backend_; }
+  const std::string& device() const { return device_; }
+  long long item() const { return item_; }
+  const std::string& reason() const { return reason_; }
+  ExitCode code() const { return code_; }
+
+ private:
+  std::string stage_, backend_, device_, reason_;
+  long long item_;
+  ExitCode code_;
+};
+
+// The run was cancelled by the user (Ctrl-C).
+class Interrupted : public std::runtime_error {
+ public:
+  Interrupted() : std::runtime_error("interrupted") {}
+};
+
+}  // namespace uvflow

@@ -1,0 +1,50 @@
+// Runs one stage outside any pipeline, synchronously: set its parameters and once-inputs, feed
+// stream items, collect what it emits. The unit tests of every stage use it; it goes through the
+// same configure -> prepare -> process -> finish lifecycle as a pipeline run.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/stage.hpp"
+
+namespace uvflow {
+
+class StageHarness {
+ public:
+  // Parameters not given take their spec defaults; unknown names throw.
+  StageHarness(const StageSpec& spec, std::string backend, std::map<std::string, ParamValue> params = {});
+  ~StageHarness();
+
+  void set_input(const std::string& port, std::shared_ptr<const Payload> p);  // once inputs
+  // One process() call with these stream inputs (none for sources and once-only stages).
+  void process(std::map<std::string, std::shared_ptr<const Payload>> stream_inputs = {});
+  // Sources: process() once per item of stream_length().
+  void run_source();
+  void finish();
+  // Everything emitted on `port` so far (device work synchronised first).
+  std::vector<std::shared_ptr<const Payload>> outputs(const std::string& port);
+  template <class T>
+  std::shared_ptr<const T> output(const std::string& port, size_t i = 0) {
+    auto v = outputs(port);
+    if (i >= v.size()) throw std::runtime_error("stage emitted no item " + std::to_string(i) + " on '" + port + "'");
+    auto t = std::dynamic_pointer_cast<const T>(v[i]);
+    if (!t) throw std::runtime_error("output '" + port + "' is " + std::string(v[i]->type()));
+    return t;
+  }
+  Work work() const;
+  Stage& stage() { return *stage_; }
+  // Output files are committed when the harness is destroyed without error (as a run would).
+  void commit_outputs();
+
+ private:
+  class Ctx;
+  const StageSpec& spec_;
+  std::string backend_;
+  std::unique_ptr<Stage> stage_;
+  std::unique_ptr<Ctx> ctx_;
+};
+
+}  // namespace uvflow

@@ -1,0 +1,45 @@
+// What flows along the edges of a pipeline: small typed structs holding reference-counted arrays
+// plus metadata. The framework moves payloads between host and device (transfers the planner
+// inserts) and stamps device events on them without knowing their concrete type.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string_view>
+
+#include "runtime/buffer.hpp"
+
+namespace uvflow {
+
+class Payload {
+ public:
+  virtual ~Payload() = default;
+  // The type name ports declare ("VisBlock", "Grid", ...).
+  virtual std::string_view type() const = 0;
+  virtual std::shared_ptr<Payload> clone() const = 0;
+  // Every array the payload holds; transfers and event stamping go through this.
+  virtual void arrays(const std::function<void(ArrayBase&)>& f) = 0;
+
+  // Where the data lives: device if any array is on the device.
+  Location location() const;
+  std::size_t bytes() const;
+  // A copy with every array at `to`, copies enqueued on `s`.
+  std::shared_ptr<Payload> moved_to(Location to, const device::Stream& s, bool pinned) const;
+};
+
+// Implements the boilerplate of Payload for a struct that lists its arrays in
+// `template <class F> void each_array(F&& f)`.
+template <class Derived, const char* Name>
+class PayloadOf : public Payload {
+ public:
+  static constexpr std::string_view type_name = Name;
+  std::string_view type() const override { return Name; }
+  std::shared_ptr<Payload> clone() const override {
+    return std::make_shared<Derived>(static_cast<const Derived&>(*this));
+  }
+  void arrays(const std::function<void(ArrayBase&)>& f) override {
+    static_cast<Derived*>(this)->each_array([&](ArrayBase& a) { f(a); });
+  }
+};
+
+}  // namespace uvflow

@@ -1,0 +1,30 @@
+// Images: dirty images with a celestial WCS, and StrayLight frames (no WCS).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "runtime/payloads/vis.hpp"
+
+namespace uvflow {
+
+// Orthographic (SIN) sky coordinates, as WSClean writes them: RA increases to the left.
+struct SkyWcs {
+  double ra_rad = 0, dec_rad = 0;  // phase centre, at the reference pixel
+  double cell_rad = 0;
+  double freq_hz = 0;
+  std::string bunit = "JY/BEAM";
+  std::string telescope, date_obs;
+};
+
+inline constexpr char kImage[] = "Image";
+struct Image : PayloadOf<Image, kImage> {
+  std::int64_t index = 0;
+  int nx = 0, ny = 0;
+  Array<float> pixels;            // [y][x], x fastest; row 0 is the bottom (FITS order)
+  std::optional<SkyWcs> wcs;
+  template <class F> void each_array(F&& f) { f(pixels); }
+};
+
+}  // namespace uvflow

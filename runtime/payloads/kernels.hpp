@@ -1,0 +1,42 @@
+// The w-projection kernel stack (WPROJ.md): per-plane supports, the compacted quarter kernels,
+// and the reordered layouts the gridders read with unit stride.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/payloads/grid.hpp"
+
+namespace uvflow {
+
+inline constexpr char kKernelStack[] = "KernelStack";
+struct KernelStack : PayloadOf<KernelStack, kKernelStack> {
+  GridGeometry geom;
+  int oversample = 4;
+  int conv_size = 0;       // FFT size the kernels were made with
+  int planes = 0;
+  double w_scale = 0;      // plane k sits at |w| = k^2 / w_scale
+  double max_w = 0;        // wavelengths, as used for the plane count
+
+  // support[p]: half-width in grid cells; a visibility touches (2s+1)^2 cells.
+  Array<std::int32_t> support;
+  // Quarter kernel of plane p, normalised, compacted to size S = o/2 + o*s + 1 a side:
+  // quarter[quarter_start[p] + iy*S + ix] = K_p[iy][ix].
+  Array<std::int64_t> quarter_start;
+  Array<cfloat> quarter;
+  // "rows" layout for unit-stride reads along u (the CPU tiled gridder): for plane p, sub-cell
+  // offset off_u in [-o/2, o/2] and quarter row iy in [0, S), a run of 2s+1 values
+  // K_p[iy][|off_u + k*o|] for k = -s..s, at rows_start[p] + ((off_u + o/2)*S + iy)*(2s+1).
+  Array<std::int64_t> rows_start;
+  Array<cfloat> rows;
+  // Sum over a footprint of Re C, per (plane, off_v, off_u): a visibility's norm contribution is
+  // its weight times footprint_sum[(p*(o+1) + off_v + o/2)*(o+1) + off_u + o/2].
+  Array<double> footprint_sum;
+
+  int half_size(int p) const { return oversample / 2 + oversample * support[p] + 1; }
+  template <class F> void each_array(F&& f) {
+    f(support); f(quarter_start); f(quarter); f(rows_start); f(rows); f(footprint_sum);
+  }
+};
+
+}  // namespace uvflow

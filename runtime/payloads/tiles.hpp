@@ -1,0 +1,49 @@
+// Tiling of the active grid (NAG memo sections 3.3-3.4): the bounding box of all footprints,
+// the tile layout, per-tile counts and the bucket-sorted visibility lists.
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/payloads/vis.hpp"
+
+namespace uvflow {
+
+inline constexpr char kBoundingBox[] = "BoundingBox";
+// Inclusive grid-cell range touched by the block's footprints; empty when u_min > u_max.
+struct BoundingBox : PayloadOf<BoundingBox, kBoundingBox> {
+  std::int64_t index = 0;
+  int u_min = 1, u_max = 0, v_min = 1, v_max = 0;
+  bool empty() const { return u_min > u_max || v_min > v_max; }
+  template <class F> void each_array(F&&) {}
+};
+
+// Tiles of tile_u x tile_v cells; the grid centre sits in the middle of tile (centre_u, centre_v).
+// Tile (tu, tv) covers u in [origin_u + tu*tile_u, +tile_u), v likewise.
+struct TileLayout {
+  int tile_u = 0, tile_v = 0;
+  int origin_u = 0, origin_v = 0;
+  int ntiles_u = 0, ntiles_v = 0;
+  int centre_u = 0, centre_v = 0;
+  int count() const { return ntiles_u * ntiles_v; }
+};
+
+inline constexpr char kTileCounts[] = "TileCounts";
+struct TileCounts : PayloadOf<TileCounts, kTileCounts> {
+  std::int64_t index = 0;
+  TileLayout layout;
+  Array<std::int32_t> counts;   // [tv][tu]: visibilities whose footprint meets the tile
+  template <class F> void each_array(F&& f) { f(counts); }
+};
+
+inline constexpr char kTileBuckets[] = "TileBuckets";
+// Visibilities grouped by tile; one whose footprint meets several tiles is listed in each.
+struct TileBuckets : PayloadOf<TileBuckets, kTileBuckets> {
+  std::int64_t index = 0;
+  TileLayout layout;
+  VisBlock vis;                 // the placed (w-sorted) block the entries index
+  Array<std::int64_t> offsets;  // count()+1: tile t's entries are [offsets[t], offsets[t+1])
+  Array<std::int32_t> entries;  // visibility indices into `vis`, in w-plane order per tile
+  template <class F> void each_array(F&& f) { vis.each_array(f); f(offsets); f(entries); }
+};
+
+}  // namespace uvflow

@@ -1,0 +1,61 @@
+// Visibilities: the observation they come from, and blocks of them streamed through a pipeline.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/payload.hpp"
+
+namespace uvflow {
+
+// What is known about a visibility set before its blocks stream: enough to size w-planes and
+// write a FITS header. uvw statistics are in wavelengths over every visibility to be gridded.
+struct Observation {
+  std::string telescope;
+  std::string origin;              // where the data came from (simulator preset, MS path)
+  double ra_rad = 0, dec_rad = 0;  // phase centre, J2000
+  std::vector<double> freq_hz;     // frequencies gridded together (multi-frequency synthesis)
+  double ref_freq_hz = 0;          // written to the FITS header
+  std::string date_obs;            // ISO 8601, may be empty
+  std::int64_t total_visibilities = -1;  // -1: unknown in advance
+  std::int64_t total_blocks = -1;
+  double max_abs_w = 0, min_abs_w = 0, rms_abs_w = 0, max_abs_uv = 0;
+};
+
+inline constexpr char kVisSetInfo[] = "VisSetInfo";
+struct VisSetInfo : PayloadOf<VisSetInfo, kVisSetInfo> {
+  std::shared_ptr<const Observation> obs;
+  template <class F> void each_array(F&&) {}
+};
+
+// Where one visibility lands on the grid, computed once by uvw.w_sort (001 memo section 4.2):
+// its cell, its w-plane, its sub-cell offsets in [-o/2, o/2], and whether the kernel is
+// conjugated (w > 0). 16 bytes so a device thread reads it in one load.
+struct GridCoord {
+  std::int32_t u, v;
+  std::int16_t plane;
+  std::int8_t off_u, off_v;
+  std::uint8_t conj;
+  std::uint8_t pad_[3];
+};
+static_assert(sizeof(GridCoord) == 16);
+
+inline constexpr char kVisBlock[] = "VisBlock";
+struct VisBlock : PayloadOf<VisBlock, kVisBlock> {
+  std::shared_ptr<const Observation> obs;
+  std::int64_t index = 0;          // position in the stream
+  Array<float> uu, vv, ww;         // wavelengths, UVW = antenna2 - antenna1
+  Array<cfloat> vis;               // V = S exp(+2 pi i (u l + v m + w (n - 1)))
+  Array<float> weight;
+  // Set by uvw.w_sort: the block sorted by w-plane, visibilities that would leave the grid
+  // removed and counted in `skipped`.
+  Array<GridCoord> coords;
+  std::int64_t skipped = 0;
+
+  std::size_t size() const { return vis.size(); }
+  bool placed() const { return coords.size() == vis.size() && !vis.empty(); }
+  template <class F> void each_array(F&& f) { f(uu); f(vv); f(ww); f(vis); f(weight); f(coords); }
+};
+
+}  // namespace uvflow

@@ -1,0 +1,86 @@
+#include "runtime/stage.hpp"
+
+#include <sstream>
+
+namespace uvflow {
+
+const char* to_string(ParamType t) {
+  switch (t) {
+    case ParamType::integer: return "integer";
+    case ParamType::number: return "number";
+    case ParamType::boolean: return "boolean";
+    case ParamType::string: return "string";
+    case ParamType::choice: return "choice";
+    case ParamType::path: return "path";
+    case ParamType::numbers: return "list of numbers";
+    case ParamType::records: return "list of records";
+  }
+  return "?";
+}
+
+const char* to_string(Residency r) {
+  switch (r) {
+    case Residency::host: return "host";
+    case Residency::device: return "device";
+    case Residency::any: return "any";
+    case Residency::backend: return "backend";
+  }
+  return "?";
+}
+
+const char* to_string(Arity a) { return a == Arity::stream ? "stream" : "once"; }
+
+static std::string number_str(double d) {
+  std::ostringstream s;
+  s << d;
+  return s.str();
+}
+
+std::string to_string(const ParamValue& v) {
+  struct V {
+    std::string operator()(std::int64_t i) const { return std::to_string(i); }
+    std::string operator()(double d) const { return number_str(d); }
+    std::string operator()(bool b) const { return b ? "true" : "false"; }
+    std::string operator()(const std::string& s) const { return s; }
+    std::string operator()(const std::vector<double>& l) const {
+      std::string s = "[";
+      for (size_t i = 0; i < l.size(); ++i) s += (i ? ", " : "") + number_str(l[i]);
+      return s + "]";
+    }
+    std::string operator()(const std::vector<Record>& l) const {
+      std::string s = "[";
+      for (size_t i = 0; i < l.size(); ++i) {
+        s += i ? ", {" : "{";
+        bool first = true;
+        for (auto& [k, x] : l[i]) {
+          s += (first ? "" : ", ") + k + ": " + number_str(x);
+          first = false;
+        }
+        s += "}";
+      }
+      return s + "]";
+    }
+  };
+  return std::visit(V{}, v);
+}
+
+double Params::number(std::string_view name) const {
+  auto it = values_.find(name);
+  if (it != values_.end())
+    if (auto i = std::get_if<std::int64_t>(&it->second)) return double(*i);
+  return get<double>(name);
+}
+
+template <class T>
+static const T* find_named(const std::vector<T>& v, std::string_view n) {
+  for (auto& x : v)
+    if (x.name == n) return &x;
+  return nullptr;
+}
+
+const PortSpec* StageSpec::input(std::string_view n) const { return find_named(inputs, n); }
+const PortSpec* StageSpec::output(std::string_view n) const { return find_named(outputs, n); }
+const ParamSpec* StageSpec::param(std::string_view n) const { return find_named(params, n); }
+const BackendSpec* StageSpec::backend(std::string_view n) const { return find_named(backends, n); }
+
+}  // namespace uvflow

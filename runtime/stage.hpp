@@ -1,0 +1,201 @@
+// What a stage is: a static spec (ports, parameters, backends) that drives validation,
+// `uvflow describe`, the generated docs and the tests, and a small lifecycle
+// configure -> prepare -> process (one item) -> finish (end of stream).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "runtime/device.hpp"
+#include "runtime/payload.hpp"
+
+namespace uvflow {
+
+// ---------------------------------------------------------------- parameters
+
+enum class ParamType { integer, number, boolean, string, choice, path, numbers, records };
+const char* to_string(ParamType t);
+
+using Record = std::map<std::string, double>;  // one element of a `records` parameter
+using ParamValue =
+    std::variant<std::int64_t, double, bool, std::string, std::vector<double>, std::vector<Record>>;
+std::string to_string(const ParamValue& v);
+
+struct ParamSpec {
+  std::string name;
+  ParamType type = ParamType::number;
+  std::optional<ParamValue> def;      // none: the parameter is required (unless `optional`)
+  bool optional = false;              // may be left unset, with no default
+  std::string unit;                   // "arcsec", "Hz", ... (empty: dimensionless)
+  std::optional<double> min, max;     // inclusive range for integer, number and numbers
+  std::vector<std::string> choices;   // for `choice`
+  std::vector<ParamSpec> fields;      // for `records`: each element's (numeric) fields
+  std::string doc;
+};
+
+// Validated parameter values of one stage, with every default filled in.
+class Params {
+ public:
+  void set(std::string name, ParamValue v) { values_[std::move(name)] = std::move(v); }
+  bool has(std::string_view name) const { return values_.count(std::string(name)) != 0; }
+  std::int64_t integer(std::string_view name) const { return get<std::int64_t>(name); }
+  double number(std::string_view name) const;  // integers convert
+  bool boolean(std::string_view name) const { return get<bool>(name); }
+  const std::string& string(std::string_view name) const { return get<std::string>(name); }
+  const std::vector<double>& numbers(std::string_view name) const {
+    return get<std::vector<double>>(name);
+  }
+  const std::vector<Record>& records(std::string_view name) const {
+    return get<std::vector<Record>>(name);
+  }
+  const std::map<std::string, ParamValue, std::less<>>& values() const { return values_; }
+
+ private:
+  template <class T>
+  const T& get(std::string_view name) const {
+    auto it = values_.find(name);
+    if (it == values_.end()) throw std::logic_error("parameter '" + std::string(name) + "' not set");
+    if (auto p = std::get_if<T>(&it->second)) return *p;
+    throw std::logic_error("parameter '" + std::string(name) + "' read with the wrong type");
+  }
+  std::map<std::string, ParamValue, std::less<>> values_;
+};
+
+// Thrown by Stage::configure to point the user at one parameter in the pipeline file.
+class ParamError : public std::runtime_error {
+ public:
+  ParamError(std::string param, const std::string& what)
+      : std::runtime_error(what), param_(std::move(param)) {}
+  const std::string& param() const { return param_; }
+
+ private:
+  std::string param_;
+};
+
+// ---------------------------------------------------------------- ports
+
+// Where a port's data lives. `backend`: on the host for the cpu backend, on the device for cuda.
+enum class Residency { host, device, any, backend };
+const char* to_string(Residency r);
+// `stream`: a sequence of items (blocks, frames); `once`: exactly one item per run.
+enum class Arity { stream, once };
+const char* to_string(Arity a);
+
+inline constexpr const char* kAnyPayload = "*";  // transfer stages carry any payload type
+
+struct PortSpec {
+  std::string name;
+  std::string type;  // payload type name, e.g. "VisBlock"
+  Arity arity = Arity::stream;
+  Residency residency = Residency::backend;
+  std::string doc;
+  bool optional = false;  // inputs only: may be left unconnected
+};
+
+// ---------------------------------------------------------------- stages
+
+class Context;
+
+struct PrepareContext {
+  std::string id;        // stage id in the pipeline
+  std::string backend;   // "cpu" or "cuda"
+  bool dry_run = false;  // `uvflow check`: validate against the environment, allocate nothing
+  // Output ports whose consumers are on the device: a host producer should allocate them in
+  // pinned memory so the upload is a true asynchronous copy.
+  std::vector<std::string> pinned_outputs;
+  bool pinned(std::string_view port) const {
+    for (auto& p : pinned_outputs) if (p == port) return true;
+    return false;
+  }
+};
+
+class Stage {
+ public:
+  virtual ~Stage() = default;
+  // Check the parameters together (single values were checked against the spec already).
+  // Throw ParamError to point at a parameter. Allocate nothing.
+  virtual void configure(const Params&) {}
+  // Look at the environment: open input files, check the device, build plans.
+  virtual void prepare(PrepareContext&) {}
+  // Sources only (stages without inputs): how many items process() will be called for.
+  virtual std::int64_t stream_length() const { return 0; }
+  // One item: read inputs with ctx.in<T>(port), write outputs with ctx.emit(port, payload).
+  virtual void process(Context& ctx) = 0;
+  // After the last item of every stream input: emit what was accumulated (e.g. the grid).
+  virtual void finish(Context&) {}
+};
+
+enum class Concurrency {
+  serial,    // one item at a time, in stream order (accumulators, sources)
+  parallel   // items may be processed concurrently
+};
+
+struct BackendSpec {
+  std::string name;  // "cpu" or "cuda"
+  std::function<std::unique_ptr<Stage>()> make;
+};
+
+struct StageSpec {
+  std::string type;     // "grid.tiled"
+  std::string summary;  // one line
+  std::string doc;      // a paragraph: what it does, what it is tested against
+  std::vector<PortSpec> inputs, outputs;
+  std::vector<ParamSpec> params;
+  std::vector<BackendSpec> backends;  // the first is the default
+  Concurrency concurrency = Concurrency::serial;
+
+  const PortSpec* input(std::string_view n) const;
+  const PortSpec* output(std::string_view n) const;
+  const ParamSpec* param(std::string_view n) const;
+  const BackendSpec* backend(std::string_view n) const;
+};
+
+// Work counters a stage reports for the run table.
+struct Work {
+  double visibilities = 0;  // visibilities processed
+  double updates = 0;       // kernel-point updates (complex multiply-adds)
+  double bytes_h2d = 0;     // bytes this stage moved host -> device (transfer stages)
+  double bytes_d2h = 0;     // bytes this stage moved device -> host
+};
+
+// What a stage sees while it runs.
+class Context {
+ public:
+  virtual ~Context() = default;
+  virtual const std::string& stage_id() const = 0;
+  virtual const std::string& backend() const = 0;
+  // Index of the item being processed; -1 in finish().
+  virtual std::int64_t item() const = 0;
+  virtual bool connected(std::string_view port) const = 0;
+  virtual std::shared_ptr<const Payload> input(std::string_view port) const = 0;
+  virtual void emit(std::string_view port, std::shared_ptr<Payload> p) = 0;
+  // The stage's own CUDA stream (cuda backends only).
+  virtual const device::Stream& stream() = 0;
+  virtual void add_work(const Work& w) = 0;
+  // A temporary path for an output file that becomes `final_path` only if the whole run
+  // succeeds; on failure or Ctrl-C it is removed, so no half-written file is left.
+  virtual std::filesystem::path output_file(const std::filesystem::path& final_path) = 0;
+  virtual bool cancelled() const = 0;
+
+  template <class T>
+  std::shared_ptr<const T> in(std::string_view port) const {
+    auto p = input(port);
+    auto t = std::dynamic_pointer_cast<const T>(p);
+    if (!t)
+      throw std::logic_error("input '" + std::string(port) + "' is " +
+                             (p ? std::string(p->type()) : std::string("missing")) + ", expected " +
+                             std::string(T::type_name));
+    return t;
+  }
+};
+
+}  // namespace uvflow
