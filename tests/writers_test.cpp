@@ -1,0 +1,151 @@
+// io.write_fits and io.write_png: read the files back with cfitsio and libpng.
+#include <fitsio.h>
+#include <gtest/gtest.h>
+#include <png.h>
+
+#include <cmath>
+#include <random>
+
+#include "runtime/harness.hpp"
+#include "runtime/payloads/image.hpp"
+#include "stages/io/write_fits.hpp"
+#include "stages/io/write_png.hpp"
+#include "tests/support/temp_dir.hpp"
+
+using namespace uvflow;
+
+namespace {
+
+std::shared_ptr<Image> random_image(int nx, int ny, unsigned seed, bool sky) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> g;
+  auto img = std::make_shared<Image>();
+  img->nx = nx;
+  img->ny = ny;
+  img->pixels = Array<float>::host(std::size_t(nx) * ny);
+  for (auto& p : img->pixels) p = g(rng);
+  if (sky) {
+    SkyWcs w;
+    w.ra_rad = -0.3;  // negative on purpose: CRVAL1 must come out in [0, 360)
+    w.dec_rad = -0.6;
+    w.cell_rad = 2.0 / 3600 * M_PI / 180;
+    w.freq_hz = 1.4e8;
+    w.telescope = "SKA1-Low";
+    img->wcs = w;
+  }
+  return img;
+}
+
+struct FitsReader {
+  fitsfile* f = nullptr;
+  int status = 0;
+  explicit FitsReader(const std::string& p) { fits_open_file(&f, p.c_str(), READONLY, &status); }
+  ~FitsReader() {
+    int s = 0;
+    if (f) fits_close_file(f, &s);
+  }
+  double num(const char* k) {
+    double v = NAN;
+    int s = 0;
+    fits_read_key(f, TDOUBLE, k, &v, nullptr, &s);
+    EXPECT_EQ(s, 0) << k;
+    return v;
+  }
+  std::string str(const char* k) {
+    char v[FLEN_VALUE] = "";
+    int s = 0;
+    fits_read_key(f, TSTRING, k, v, nullptr, &s);
+    EXPECT_EQ(s, 0) << k;
+    return v;
+  }
+};
+
+}  // namespace
+
+TEST(WriteFits, SkyImageRoundTripsWithWsCleanHeader) {
+  unsigned seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  test::TempDir dir;
+  auto img = random_image(64, 48, seed, true);
+  {
+    StageHarness h(write_fits_spec(), "cpu", {{"path", (dir / "a.fits").string()}});
+    h.process({{"image", img}});
+    EXPECT_FALSE(std::filesystem::exists(dir / "a.fits")) << "must appear only on commit";
+    h.commit_outputs();
+  }
+  FitsReader r((dir / "a.fits").string());
+  ASSERT_EQ(r.status, 0);
+  int naxis = 0;
+  long naxes[4] = {};
+  fits_get_img_dim(r.f, &naxis, &r.status);
+  fits_get_img_size(r.f, 4, naxes, &r.status);
+  EXPECT_EQ(naxis, 4);
+  EXPECT_EQ(naxes[0], 64);
+  EXPECT_EQ(naxes[1], 48);
+  EXPECT_EQ(r.str("CTYPE1"), "RA---SIN");
+  EXPECT_EQ(r.str("CTYPE2"), "DEC--SIN");
+  EXPECT_EQ(r.str("CTYPE3"), "FREQ");
+  EXPECT_EQ(r.str("CTYPE4"), "STOKES");
+  EXPECT_EQ(r.str("BUNIT"), "JY/BEAM");
+  EXPECT_DOUBLE_EQ(r.num("CRPIX1"), 33);
+  EXPECT_DOUBLE_EQ(r.num("CRPIX2"), 25);
+  EXPECT_NEAR(r.num("CRVAL1"), 360 - 0.3 * 180 / M_PI, 1e-9);
+  EXPECT_NEAR(r.num("CRVAL2"), -0.6 * 180 / M_PI, 1e-9);
+  EXPECT_NEAR(r.num("CDELT1"), -2.0 / 3600, 1e-15);
+  EXPECT_NEAR(r.num("CDELT2"), 2.0 / 3600, 1e-15);
+  EXPECT_DOUBLE_EQ(r.num("CRVAL3"), 1.4e8);
+  EXPECT_EQ(r.str("TELESCOP"), "SKA1-Low");
+  std::vector<float> back(64 * 48);
+  long first[4] = {1, 1, 1, 1};
+  int anynul = 0;
+  fits_read_pix(r.f, TFLOAT, first, long(back.size()), nullptr, back.data(), &anynul, &r.status);
+  ASSERT_EQ(r.status, 0);
+  for (size_t i = 0; i < back.size(); ++i) ASSERT_EQ(back[i], img->pixels[i]) << i;
+}
+
+TEST(WriteFits, FrameStreamNeedsIndexInPath) {
+  test::TempDir dir;
+  {
+    StageHarness h(write_fits_spec(), "cpu", {{"path", (dir / "f_{index}.fits").string()}});
+    for (int i = 0; i < 3; ++i) {
+      auto img = random_image(17, 13, 7 + i, false);
+      img->index = i;
+      h.process({{"image", img}});
+    }
+    h.commit_outputs();
+  }
+  for (int i = 0; i < 3; ++i) {
+    FitsReader r((dir / ("f_0000" + std::to_string(i) + ".fits")).string());
+    EXPECT_EQ(r.status, 0) << i;
+    int naxis = 0;
+    fits_get_img_dim(r.f, &naxis, &r.status);
+    EXPECT_EQ(naxis, 2);
+  }
+  StageHarness h(write_fits_spec(), "cpu", {{"path", (dir / "one.fits").string()}});
+  h.process({{"image", random_image(4, 4, 1, false)}});
+  EXPECT_THROW(h.process({{"image", random_image(4, 4, 2, false)}}), std::runtime_error);
+}
+
+TEST(WritePng, PreviewIsFlippedNorthUpAndStretched) {
+  test::TempDir dir;
+  auto img = random_image(32, 20, 3, false);
+  for (auto& p : img->pixels) p = 0;
+  img->pixels[0] = 100;  // bottom-left pixel in image (FITS) order
+  {
+    StageHarness h(write_png_spec(), "cpu",
+                   {{"path", (dir / "p.png").string()}, {"stretch", std::string("linear")},
+                    {"low_percentile", 0.0}, {"high_percentile", 100.0}});
+    h.process({{"image", img}});
+    h.commit_outputs();
+  }
+  png_image pi{};
+  pi.version = PNG_IMAGE_VERSION;
+  ASSERT_TRUE(png_image_begin_read_from_file(&pi, (dir / "p.png").c_str()));
+  pi.format = PNG_FORMAT_GRAY;
+  std::vector<png_byte> px(PNG_IMAGE_SIZE(pi));
+  ASSERT_TRUE(png_image_finish_read(&pi, nullptr, px.data(), 0, nullptr));
+  EXPECT_EQ(pi.width, 32u);
+  EXPECT_EQ(pi.height, 20u);
+  EXPECT_EQ(px[19 * 32 + 0], 255) << "bottom row of the PNG holds image row 0";
+  EXPECT_EQ(px[0], 0);
+}
