@@ -285,6 +285,19 @@ std::optional<ParamValue> Loader::convert(const ParamSpec& spec, Val v, const st
       }
       return ParamValue(out);
     }
+    case ParamType::paths: {
+      if (!is_seq(v.node)) return type_error("a list of paths");
+      std::vector<std::string> out;
+      for (const auto& e : v.node) {
+        Val ev{e, pos_of(e)};
+        if (!substitute(ev, where) || !is_scalar(ev.node)) {
+          error(ev.pos, where + ": every element must be a path");
+          return std::nullopt;
+        }
+        out.push_back(ev.node.Scalar());
+      }
+      return ParamValue(out);
+    }
     case ParamType::records: {
       if (!is_seq(v.node)) return type_error("a list of mappings");
       std::vector<Record> out;

@@ -69,7 +69,7 @@ StageHarness::StageHarness(const StageSpec& spec, std::string backend, std::map<
   }
   if (!params.empty()) throw std::invalid_argument(spec.type + " has no parameter '" + params.begin()->first + "'");
   stage_ = b->make();
-  ctx_ = std::make_unique<Ctx>(spec, "harness", backend_);
+  ctx_ = std::make_unique<Ctx>(spec_, "harness", backend_);
   stage_->configure(p);
   PrepareContext pc{"harness", backend_, false, {}};
   stage_->prepare(pc);

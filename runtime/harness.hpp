@@ -41,7 +41,7 @@ class StageHarness {
 
  private:
   class Ctx;
-  const StageSpec& spec_;
+  const StageSpec spec_;  // a copy: callers pass temporaries such as write_fits_spec()
   std::string backend_;
   std::unique_ptr<Stage> stage_;
   std::unique_ptr<Ctx> ctx_;

@@ -14,6 +14,7 @@ const char* to_string(ParamType t) {
     case ParamType::path: return "path";
     case ParamType::numbers: return "list of numbers";
     case ParamType::records: return "list of records";
+    case ParamType::paths: return "list of paths";
   }
   return "?";
 }
@@ -58,6 +59,11 @@ std::string to_string(const ParamValue& v) {
         }
         s += "}";
       }
+      return s + "]";
+    }
+    std::string operator()(const std::vector<std::string>& l) const {
+      std::string s = "[";
+      for (size_t i = 0; i < l.size(); ++i) s += (i ? ", " : "") + l[i];
       return s + "]";
     }
   };

@@ -22,12 +22,13 @@ namespace uvflow {
 
 // ---------------------------------------------------------------- parameters
 
-enum class ParamType { integer, number, boolean, string, choice, path, numbers, records };
+enum class ParamType { integer, number, boolean, string, choice, path, numbers, records, paths };
 const char* to_string(ParamType t);
 
 using Record = std::map<std::string, double>;  // one element of a `records` parameter
 using ParamValue =
-    std::variant<std::int64_t, double, bool, std::string, std::vector<double>, std::vector<Record>>;
+    std::variant<std::int64_t, double, bool, std::string, std::vector<double>, std::vector<Record>,
+                 std::vector<std::string>>;
 std::string to_string(const ParamValue& v);
 
 struct ParamSpec {
@@ -56,6 +57,9 @@ class Params {
   }
   const std::vector<Record>& records(std::string_view name) const {
     return get<std::vector<Record>>(name);
+  }
+  const std::vector<std::string>& paths(std::string_view name) const {
+    return get<std::vector<std::string>>(name);
   }
   const std::map<std::string, ParamValue, std::less<>>& values() const { return values_; }
 

@@ -30,14 +30,16 @@ struct VisSetInfo : PayloadOf<VisSetInfo, kVisSetInfo> {
 };
 
 // Where one visibility lands on the grid, computed once by uvw.w_sort (001 memo section 4.2):
-// its cell, its w-plane, its sub-cell offsets in [-o/2, o/2], and whether the kernel is
-// conjugated (w > 0). 16 bytes so a device thread reads it in one load.
+// its cell, its w-plane, its sub-cell offsets in [-o/2, o/2], whether the kernel is
+// conjugated (w > 0), and the plane's support (so bounding box and tiling need no kernel stack).
+// 16 bytes so a device thread reads it in one load.
 struct GridCoord {
   std::int32_t u, v;
   std::int16_t plane;
   std::int8_t off_u, off_v;
   std::uint8_t conj;
-  std::uint8_t pad_[3];
+  std::uint8_t pad_;
+  std::int16_t support;
 };
 static_assert(sizeof(GridCoord) == 16);
 
@@ -49,12 +51,14 @@ struct VisBlock : PayloadOf<VisBlock, kVisBlock> {
   Array<cfloat> vis;               // V = S exp(+2 pi i (u l + v m + w (n - 1)))
   Array<float> weight;
   // Set by uvw.w_sort: the block sorted by w-plane, visibilities that would leave the grid
-  // removed and counted in `skipped`.
+  // removed and counted in `skipped`, and the size of the grid the coords index (its centre
+  // fixes the tile alignment). A placed block may be empty: all its visibilities were skipped.
   Array<GridCoord> coords;
   std::int64_t skipped = 0;
+  int grid_size = 0;
 
   std::size_t size() const { return vis.size(); }
-  bool placed() const { return coords.size() == vis.size() && !vis.empty(); }
+  bool placed() const { return grid_size > 0 && coords.size() == vis.size(); }
   template <class F> void each_array(F&& f) { f(uu); f(vv); f(ww); f(vis); f(weight); f(coords); }
 };
 

@@ -1,0 +1,94 @@
+#include "stages/fft/fftw.hpp"
+
+#include <oneapi/tbb/global_control.h>
+#include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/task_arena.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <mutex>
+#include <new>
+#include <random>
+#include <stdexcept>
+#include <string>
+
+namespace uvflow::fftw {
+namespace {
+
+// FFTW hands each parallel loop of a multi-threaded plan to this callback; oneTBB runs the jobs.
+void tbb_parallel_loop(void* (*work)(char*), char* jobdata, std::size_t elsize, int njobs, void*) {
+  tbb::parallel_for(0, njobs, [&](int i) { work(jobdata + elsize * std::size_t(i)); });
+}
+
+std::mutex& planner_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+// Called with the lock held: FFTW's thread support must be set up before the first plan.
+void init_threads_locked() {
+  static bool done = false;
+  if (done) return;
+  if (!fftwf_init_threads()) throw std::runtime_error("FFTW: fftwf_init_threads failed");
+  fftwf_threads_set_callback(tbb_parallel_loop, nullptr);
+  done = true;
+}
+
+}  // namespace
+
+int tbb_threads() {
+  return std::min(tbb::this_task_arena::max_concurrency(),
+                  int(tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism)));
+}
+
+void PlanDeleter::operator()(fftwf_plan p) const {
+  std::lock_guard lk(planner_mutex());
+  fftwf_destroy_plan(p);
+}
+
+Plan plan(int threads, const std::function<fftwf_plan()>& make) {
+  std::lock_guard lk(planner_mutex());
+  init_threads_locked();
+  fftwf_plan_with_nthreads(threads > 0 ? threads : tbb_threads());
+  return Plan(make());
+}
+
+Plan plan_or_throw(int threads, const std::function<fftwf_plan()>& make, const char* what) {
+  Plan p = plan(threads, make);
+  if (!p) throw std::runtime_error(std::string("FFTW could not plan ") + what);
+  return p;
+}
+
+bool import_wisdom(const std::filesystem::path& file) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(file, ec)) return false;
+  std::lock_guard lk(planner_mutex());
+  // Wisdom carries a hash of the planner's solvers, which the thread support adds to: wisdom
+  // exported after the first plan is refused by a planner that has not been set up the same way.
+  init_threads_locked();
+  return fftwf_import_wisdom_from_filename(file.c_str()) != 0;
+}
+
+bool export_wisdom(const std::filesystem::path& file) {
+  std::random_device rd;
+  auto tmp = file;
+  tmp += ".tmp-" + std::to_string(getpid()) + "-" + std::to_string(rd());
+  bool ok;
+  {
+    std::lock_guard lk(planner_mutex());
+    ok = fftwf_export_wisdom_to_filename(tmp.c_str()) != 0;
+  }
+  std::error_code ec;
+  if (ok) std::filesystem::rename(tmp, file, ec);
+  if (ok && !ec) return true;
+  std::filesystem::remove(tmp, ec);
+  return false;
+}
+
+Buffer alloc(std::size_t n) {
+  auto* p = reinterpret_cast<cfloat*>(fftwf_alloc_complex(n));
+  if (!p && n) throw std::bad_alloc();
+  return Buffer(p);
+}
+
+}  // namespace uvflow::fftw

@@ -1,0 +1,185 @@
+// grid.atomic, cuda backend: Listing 4 of the NAG memo. One warp per visibility (grid-stride over
+// the block), the warp's lanes across k, atomicAdd on the grid's float cells.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "stages/grid/atomic.hpp"
+
+namespace uvflow {
+namespace {
+
+constexpr int kWarpsPerBlock = 8;
+constexpr int kWarp = 32;
+
+// What placing a visibility needs, copied out of the KernelStack.
+struct Geometry {
+  double scale, w_scale;
+  int grid_size, planes, oversample;
+};
+
+// GridPlacer::place (stages/uvw/w_sort.hpp) for device code, operation for operation, so both
+// backends place every visibility alike (the GPU test compares them). Non-finite uvw, which the
+// host placer reports as an error, are skipped: a kernel cannot throw.
+__device__ bool place(const Geometry& g, const std::int32_t* support, float uu, float vv, float ww, GridCoord& c) {
+  const double pos_u = -double(uu) * g.scale, pos_v = double(vv) * g.scale;
+  const double w_index = std::sqrt(std::fabs(double(ww) * g.w_scale));
+  if (!(std::isfinite(pos_u) && std::isfinite(pos_v) && std::isfinite(w_index))) return false;
+  if (std::fabs(pos_u) >= g.grid_size || std::fabs(pos_v) >= g.grid_size) return false;
+  const double round_u = std::round(pos_u), round_v = std::round(pos_v);
+  const int grid_u = int(round_u) + g.grid_size / 2, grid_v = int(round_v) + g.grid_size / 2;
+  const int plane = int(std::min(std::round(w_index), double(g.planes - 1)));
+  const int s = support[plane];
+  if (grid_u - s < 0 || grid_u + s >= g.grid_size || grid_v - s < 0 || grid_v + s >= g.grid_size) return false;
+  c.u = grid_u;
+  c.v = grid_v;
+  c.plane = std::int16_t(plane);
+  c.off_u = std::int8_t(std::round((round_u - pos_u) * g.oversample));
+  c.off_v = std::int8_t(std::round((round_v - pos_v) * g.oversample));
+  c.conj = ww > 0;
+  c.support = std::int16_t(s);
+  return true;
+}
+
+struct Args {
+  Geometry g;
+  std::int64_t n;
+  const float *uu, *vv, *ww, *weight;
+  const float2* vis;
+  const std::int32_t* support;
+  const std::int64_t* quarter_start;
+  const float2* quarter;
+  const double* footprint_sum;
+  float2* grid;
+  double* totals;  // [norm, gridded, skipped]
+};
+
+__global__ void __launch_bounds__(kWarp* kWarpsPerBlock) grid_atomic_kernel(const Args a) {
+  const int lane = threadIdx.x, o = a.g.oversample;
+  const std::int64_t n_grid = a.g.grid_size, warps = std::int64_t(gridDim.x) * kWarpsPerBlock;
+  // Every lane places the visibility itself (the loads are broadcasts), so these tallies are the
+  // same in every lane of a warp and lane 0's stand for the warp.
+  double norm = 0, gridded = 0, skipped = 0;
+  for (std::int64_t i = std::int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.y; i < a.n; i += warps) {
+    GridCoord p;
+    if (!place(a.g, a.support, a.uu[i], a.vv[i], a.ww[i], p)) {
+      skipped += 1;
+      continue;
+    }
+    const int s = p.support, S = o / 2 + o * s + 1;
+    const float w = a.weight[i];
+    const float2 v = a.vis[i];
+    const float vr = v.x * w, vi = v.y * w, conj = p.conj ? -1.0f : 1.0f;
+    const float2* kern = a.quarter + a.quarter_start[p.plane];
+    for (int j = -s; j <= s; ++j) {
+      const float2* krow = kern + std::int64_t(abs(p.off_v + j * o)) * S;
+      float2* row = a.grid + (p.v + j) * n_grid + p.u;
+      for (int k = -s + lane; k <= s; k += kWarp) {
+        float2 c = krow[abs(p.off_u + k * o)];
+        c.y *= conj;
+        const float2 add = make_float2(vr * c.x - vi * c.y, vi * c.x + vr * c.y);
+#if __CUDA_ARCH__ >= 900
+        // One vector atomic per cell (each float is still added atomically on its own): on an
+        // H100, 1.25x (uniform uv) to 1.9x (crowded centre) faster than two scalar atomics.
+        atomicAdd(&row[k], add);
+#else
+        atomicAdd(&row[k].x, add.x);
+        atomicAdd(&row[k].y, add.y);
+#endif
+      }
+    }
+    norm += double(w) * a.footprint_sum[grid_atomic::footprint_index(p, o)];
+    gridded += 1;
+  }
+  // One double atomic per block and total, not one per visibility on three hot addresses.
+  __shared__ double part[3][kWarpsPerBlock];
+  if (lane == 0) {
+    part[0][threadIdx.y] = norm;
+    part[1][threadIdx.y] = gridded;
+    part[2][threadIdx.y] = skipped;
+  }
+  __syncthreads();
+  if (threadIdx.y == 0 && lane < 3) {
+    double sum = 0;
+    for (int q = 0; q < kWarpsPerBlock; ++q) sum += part[lane][q];
+    if (sum != 0) atomicAdd(a.totals + lane, sum);
+  }
+}
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess)
+    throw std::runtime_error(std::string("grid.atomic (cuda): ") + what + ": " + cudaGetErrorString(e));
+}
+
+class AtomicCuda final : public Stage {
+ public:
+  void prepare(PrepareContext& pc) override {
+    if (pc.dry_run) return;
+    // Enough blocks to fill every SM once; the grid-stride loop covers larger blocks.
+    int dev = 0, sms = 0, per_sm = 0;
+    check(cudaGetDevice(&dev), "cudaGetDevice");
+    check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute");
+    check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, grid_atomic_kernel, kWarp * kWarpsPerBlock, 0),
+          "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+    max_blocks_ = std::max(1, sms * per_sm);
+  }
+
+  void process(Context& ctx) override {
+    auto vis = ctx.in<VisBlock>("vis");
+    auto ks = ctx.in<KernelStack>("kernels");
+    grid_atomic::check_inputs(*vis, *ks, Location::device);
+    const device::Stream& stream = ctx.stream();
+    if (!grid_) grid_ = new_grid(*ks, vis->obs, stream);
+    const std::int64_t n = std::int64_t(vis->size());
+    if (n > 0) {
+      const Args a{{ks->geom.scale(), ks->w_scale, ks->geom.grid_size, ks->planes, ks->oversample},
+                   n,
+                   vis->uu.data(),
+                   vis->vv.data(),
+                   vis->ww.data(),
+                   vis->weight.data(),
+                   reinterpret_cast<const float2*>(vis->vis.data()),
+                   ks->support.data(),
+                   ks->quarter_start.data(),
+                   reinterpret_cast<const float2*>(ks->quarter.data()),
+                   ks->footprint_sum.data(),
+                   reinterpret_cast<float2*>(grid_->cells.data()),
+                   grid_->totals.data()};
+      const auto blocks = unsigned(std::min<std::int64_t>((n + kWarpsPerBlock - 1) / kWarpsPerBlock, max_blocks_));
+      grid_atomic_kernel<<<blocks, dim3(kWarp, kWarpsPerBlock), 0, static_cast<cudaStream_t>(stream.native())>>>(a);
+      device::check_launch("grid.atomic: grid_atomic_kernel launch");
+    }
+    // Updates are left out: the supports are read on the device (see the stage doc).
+    ctx.add_work({.visibilities = double(n)});
+  }
+
+  void finish(Context& ctx) override {
+    if (!grid_) grid_ = new_grid(*ctx.in<KernelStack>("kernels"), nullptr, ctx.stream());
+    ctx.emit("grid", std::move(grid_));
+  }
+
+ private:
+  static std::shared_ptr<Grid> new_grid(const KernelStack& ks, std::shared_ptr<const Observation> obs,
+                                        const device::Stream& stream) {
+    auto grid = std::make_shared<Grid>();
+    grid->geom = ks.geom;
+    grid->obs = std::move(obs);
+    grid->cells = Array<cfloat>::device(std::size_t(ks.geom.grid_size) * ks.geom.grid_size, stream);
+    device::memset_zero(grid->cells.data(), grid->cells.bytes(), stream);
+    grid->totals = Array<double>::device(3, stream);
+    device::memset_zero(grid->totals.data(), grid->totals.bytes(), stream);
+    return grid;
+  }
+
+  int max_blocks_ = 1;
+  std::shared_ptr<Grid> grid_;
+};
+
+}  // namespace
+
+std::unique_ptr<Stage> make_grid_atomic_cuda() { return std::make_unique<AtomicCuda>(); }
+
+}  // namespace uvflow

@@ -1,0 +1,22 @@
+// grid.tiled: the fast CPU gridder (NAG memo sections 3.3-3.4 and 4.2-4.4): tiles of the grid
+// gridded in parallel, each tile owned by one task, and a dense central box shared by all threads
+// through thread-local copies.
+//
+//   in   buckets      TileBuckets, stream: per-tile visibility lists (tiles.bucket_sort) with the
+//                     placed, w-sorted block they index
+//        kernels      KernelStack, once: the `rows` layout, footprint sums, supports, geometry
+//   out  grid         Grid, once (emitted at the end of the stream): single-precision cells,
+//                     norm (double), gridded and skipped counts
+//   params
+//        central_box  integer, tiles, default 2, range [-1, 100000]: radius W of the central box,
+//                     the (2W+1)^2 tiles around the tile holding the grid centre; -1: none
+//   backend: cpu (serial over blocks, parallel within a block).
+#pragma once
+
+#include "runtime/stage.hpp"
+
+namespace uvflow {
+
+StageSpec grid_tiled_spec();
+
+}  // namespace uvflow

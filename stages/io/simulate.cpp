@@ -1,0 +1,571 @@
+#include "stages/io/simulate.hpp"
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <tbb/parallel_reduce.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <numbers>
+#include <numeric>
+#include <random>
+#include <sstream>
+
+#include "runtime/error.hpp"
+#include "runtime/payloads/vis.hpp"
+
+namespace uvflow {
+namespace {
+
+constexpr double kDeg = std::numbers::pi / 180;
+constexpr double kSpeedOfLight = 299792458.0;     // m/s
+constexpr double kLatitudeDeg = -26.82472208;     // SKA1-Low reference position (lon 116.7644482)
+constexpr int kGridSide = 16;                     // default sky: kGridSide^2 sources
+constexpr int kHalf = kGridSide / 2;              // grid columns with l > 0
+constexpr std::size_t kChunk = 128;               // visibilities one task sums the sky for at once
+
+struct Preset {
+  const char* name;
+  int stations, dumps, dumps_per_block;
+  double dec_deg, el_start_deg, el_end_deg;
+};
+
+// One declination for every preset: 7.82 deg north of the zenith at transit (elevation 82.18),
+// so 30->56 and 56->82 are rising, 82->70 setting just after transit.
+constexpr double kPresetDecDeg = -19;
+constexpr Preset kPresets[] = {
+    {"tiny", 64, 8, 4, kPresetDecDeg, 56, 82},
+    {"small", 256, 24, 6, kPresetDecDeg, 56, 82},
+    {"synthetic", 208, 100, 25, kPresetDecDeg, 30, 56},
+    {"el30-56", 512, 240, 8, kPresetDecDeg, 30, 56},
+    {"el56-82", 512, 240, 8, kPresetDecDeg, 56, 82},
+    {"el82-70", 512, 240, 8, kPresetDecDeg, 82, 70},
+};
+
+const Preset& find_preset(const std::string& name) {
+  for (auto& p : kPresets)
+    if (name == p.name) return p;
+  throw ParamError("preset", "unknown preset '" + name + "'");
+}
+
+// Hour angle (radians) at which a source at declination `dec` stands at elevation `el`: east of
+// the meridian (H < 0) when rising, west when setting; NaN where that elevation is never reached.
+double hour_angle(double el, double dec, bool rising) {
+  const double lat = kLatitudeDeg * kDeg;
+  double c = (std::sin(el) - std::sin(lat) * std::sin(dec)) / (std::cos(lat) * std::cos(dec));
+  if (std::abs(c) > 1 && std::abs(c) < 1 + 1e-12) c = std::copysign(1.0, c);  // transit, rounded
+  if (!(std::abs(c) <= 1)) return std::numeric_limits<double>::quiet_NaN();
+  return rising ? -std::acos(c) : std::acos(c);
+}
+
+// cos and sin of 2 pi x for x in turns, branch-free so that loops over it vectorise (with
+// nearbyint: GCC vectorises no floor without -fno-trapping-math). Turns make the reduction exact:
+// x = q/4 + t with |t| <= 1/8, then fdlibm's kernel polynomials (error below 1e-16 for
+// |a| <= pi/4) give cos and sin of a = 2 pi t, rotated by q quarter turns. Every multiply-add is an
+// explicit fma so that vector and scalar code round alike: a visibility's value does not depend on
+// where a block or a task boundary falls.
+inline void cis_turns(double x, double& cos_out, double& sin_out) {
+  constexpr double S1 = -1.66666666666666324348e-01, S2 = 8.33333333332248946124e-03,
+                   S3 = -1.98412698298579493134e-04, S4 = 2.75573137070700676789e-06,
+                   S5 = -2.50507602534068634195e-08, S6 = 1.58969099521155010221e-10;
+  constexpr double C1 = 4.16666666666666019037e-02, C2 = -1.38888888888741095749e-03,
+                   C3 = 2.48015872894767294178e-05, C4 = -2.75573143513906633035e-07,
+                   C5 = 2.08757232129817482790e-09, C6 = -1.13596475577881948265e-11;
+  const double q = std::nearbyint(4 * x);
+  const double a = (2 * std::numbers::pi) * (x - 0.25 * q);
+  const double z = a * a;
+  const double ps = std::fma(z, std::fma(z, std::fma(z, std::fma(z, std::fma(z, S6, S5), S4), S3), S2), S1);
+  const double pc = std::fma(z, std::fma(z, std::fma(z, std::fma(z, std::fma(z, C6, C5), C4), C3), C2), C1);
+  const double s = std::fma(a * z, ps, a);
+  const double c = std::fma(z * z, pc, std::fma(-0.5, z, 1.0));
+  const double r = q - 4 * std::nearbyint(0.25 * q);  // q mod 4, as -2, -1, 0, 1 or 2
+  // The rotation blends arithmetically: GCC turns selects between computed values into branches
+  // (no vectorising) where one output is unused.
+  const double odd = std::abs(r) == 1 ? 1.0 : 0.0;
+  const bool half = std::abs(r) == 2;
+  const double c1 = std::fma(odd, s - c, c), s1 = std::fma(odd, c - s, s);
+  cos_out = c1 * (((r == 1) | half) ? -1.0 : 1.0);
+  sin_out = s1 * (((r == -1) | half) ? -1.0 : 1.0);
+}
+
+// n - 1 = sqrt(1 - l^2 - m^2) - 1 without cancellation.
+double n_minus_1(double l, double m) {
+  const double r2 = l * l + m * m;
+  return -r2 / (1 + std::sqrt(1 - r2));
+}
+
+struct Station {
+  double east, north, up;
+};
+
+std::filesystem::path find_layout(const std::string& name) {
+  const std::filesystem::path p(name);
+  if (p.is_absolute() || std::filesystem::exists(p)) return p;
+  const auto in_source = std::filesystem::path(UVFLOW_SOURCE_DIR) / p;
+  if (std::filesystem::exists(in_source)) return in_source;
+  throw InputError("station layout '" + name + "' not found in the working directory (" +
+                   std::filesystem::current_path().string() + ") nor in the uvflow source tree (" +
+                   UVFLOW_SOURCE_DIR + ")");
+}
+
+// One station a line: east north up in metres; '#' starts a comment, commas count as spaces.
+std::vector<Station> read_layout(const std::filesystem::path& path) {
+  std::ifstream f(path);
+  if (!f) throw InputError("cannot open station layout '" + path.string() + "'");
+  std::vector<Station> out;
+  std::string line;
+  for (int number = 1; std::getline(f, line); ++number) {
+    line = line.substr(0, line.find('#'));
+    std::replace(line.begin(), line.end(), ',', ' ');
+    std::istringstream in(line);
+    Station s;
+    std::string rest;
+    if (in >> s.east >> s.north >> s.up && !(in >> rest)) {
+      out.push_back(s);
+      continue;
+    }
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;  // blank
+    throw InputError(path.string() + ":" + std::to_string(number) +
+                     ": expected three numbers (east north up, metres), got '" + line + "'");
+  }
+  return out;
+}
+
+// The n stations nearest the array centre (horizontal distance), kept in file order.
+std::vector<Station> nearest_stations(const std::vector<Station>& all, std::size_t n) {
+  std::vector<std::size_t> order(all.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return std::hypot(all[a].east, all[a].north) < std::hypot(all[b].east, all[b].north);
+  });
+  order.resize(n);
+  std::sort(order.begin(), order.end());
+  std::vector<Station> out;
+  for (auto i : order) out.push_back(all[i]);
+  return out;
+}
+
+struct UvwStats {
+  double max_abs_w = 0, min_abs_w = std::numeric_limits<double>::infinity(), sum_w2 = 0, max_abs_uv = 0;
+  void merge(const UvwStats& o) {
+    max_abs_w = std::max(max_abs_w, o.max_abs_w);
+    min_abs_w = std::min(min_abs_w, o.min_abs_w);
+    sum_w2 += o.sum_w2;
+    max_abs_uv = std::max(max_abs_uv, o.max_abs_uv);
+  }
+};
+
+class Simulate : public Stage {
+ public:
+  void configure(const Params& p) override {
+    const Preset& preset = find_preset(p.string("preset"));
+    preset_ = preset.name;
+    layout_ = p.string("layout");
+    auto or_preset = [&](const char* name, int preset_value) {
+      return p.integer(name) > 0 ? int(p.integer(name)) : preset_value;
+    };
+    stations_ = or_preset("stations", preset.stations);
+    dumps_ = or_preset("dumps", preset.dumps);
+    dumps_per_block_ = std::min(or_preset("dumps_per_block", preset.dumps_per_block), dumps_);
+    if (stations_ < 2) throw ParamError("stations", "a baseline needs at least 2 stations");
+    baselines_ = std::int64_t(stations_) * (stations_ - 1) / 2;
+    blocks_ = (dumps_ + dumps_per_block_ - 1) / dumps_per_block_;
+    if (baselines_ * dumps_per_block_ > std::numeric_limits<std::int32_t>::max())
+      throw ParamError("dumps_per_block", std::to_string(baselines_ * dumps_per_block_) +
+                                              " visibilities per block: downstream stages index blocks with 32 bits");
+    freq_hz_ = p.number("freq_hz");
+    ra_ = p.number("ra_deg") * kDeg;
+    dec_ = (p.has("dec_deg") ? p.number("dec_deg") : preset.dec_deg) * kDeg;
+    el_start_ = (p.has("el_start_deg") ? p.number("el_start_deg") : preset.el_start_deg) * kDeg;
+    el_end_ = (p.has("el_end_deg") ? p.number("el_end_deg") : preset.el_end_deg) * kDeg;
+    const bool rising = el_start_ < el_end_;
+    h_start_ = hour_angle(el_start_, dec_, rising);
+    h_end_ = hour_angle(el_end_, dec_, rising);
+    auto check_reached = [&](const char* name, double el, double h) {
+      if (!std::isnan(h)) return;
+      const double lat = kLatitudeDeg * kDeg;
+      std::ostringstream why;
+      why << "the phase centre never stands at elevation " << el / kDeg << " deg: at declination "
+          << dec_ / kDeg << " deg and latitude " << kLatitudeDeg << " deg its elevation ranges over ["
+          << (std::abs(lat + dec_) - std::numbers::pi / 2) / kDeg << ", "
+          << (std::numbers::pi / 2 - std::abs(lat - dec_)) / kDeg << "] deg";
+      throw ParamError(name, why.str());
+    };
+    check_reached("el_start_deg", el_start_, h_start_);
+    check_reached("el_end_deg", el_end_, h_end_);
+    seed_ = std::uint64_t(p.integer("seed"));
+    noise_jy_ = p.number("noise_jy");
+    configure_sky(p);
+  }
+
+  void prepare(PrepareContext& pc) override {
+    const auto path = find_layout(layout_);
+    const auto all = read_layout(path);
+    if (all.size() < std::size_t(stations_))
+      throw InputError("station layout '" + path.string() + "' has " + std::to_string(all.size()) +
+                       " stations, " + std::to_string(stations_) + " asked for");
+    if (pc.dry_run) return;
+    pinned_ = pc.pinned("vis");
+    make_baselines(nearest_stations(all, stations_));
+    make_hour_angles();
+    make_observation();
+  }
+
+  std::int64_t stream_length() const override { return blocks_; }
+
+  void process(Context& ctx) override {
+    const std::int64_t index = ctx.item();
+    if (index == 0) {
+      auto info = std::make_shared<VisSetInfo>();
+      info->obs = obs_;
+      ctx.emit("info", info);
+    }
+    const std::int64_t first_dump = index * dumps_per_block_;
+    const std::int64_t dumps = std::min<std::int64_t>(dumps_per_block_, dumps_ - first_dump);
+    const std::size_t n = std::size_t(dumps * baselines_);
+    const std::int64_t first = first_dump * baselines_;
+
+    auto block = std::make_shared<VisBlock>();
+    block->obs = obs_;
+    block->index = index;
+    block->uu = Array<float>::host(n, pinned_);
+    block->vv = Array<float>::host(n, pinned_);
+    block->ww = Array<float>::host(n, pinned_);
+    block->vis = Array<cfloat>::host(n, pinned_);
+    block->weight = Array<float>::host(n, pinned_);
+    float *uu = block->uu.data(), *vv = block->vv.data(), *ww = block->ww.data(), *weight = block->weight.data();
+    cfloat* vis = block->vis.data();
+    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, kChunk), [&](const tbb::blocked_range<std::size_t>& r) {
+      for (std::size_t k = r.begin(); k < r.end(); k += kChunk) {
+        const std::size_t m = std::min(kChunk, r.end() - k);
+        uvw(first + std::int64_t(k), m, uu + k, vv + k, ww + k);
+        sum_sky(uu + k, vv + k, ww + k, m, vis + k);
+        std::fill(weight + k, weight + k + m, 1.0f);
+      }
+    });
+    if (noise_jy_ > 0) add_noise(first_dump, dumps, vis);
+    // One update per source term, as a direct sum would count them.
+    ctx.add_work({.visibilities = double(n), .updates = double(n) * double(sources())});
+    ctx.emit("vis", block);
+  }
+
+ private:
+  void configure_sky(const Params& p) {
+    const auto& records = p.records("sky");
+    grid_ = records.empty();
+    src_l_.clear();
+    src_m_.clear();
+    src_c_.clear();
+    src_flux_.clear();
+    if (grid_) {
+      // Offset by half a spacing, so that no source sits on the phase centre: the columns with
+      // l > 0 sit at (i + 1/2) spacing, i < kHalf, mirrored to l < 0.
+      const double spacing = p.number("sky_spacing_deg") * kDeg;
+      for (int i = 0; i < kHalf; ++i) grid_l_[i] = (i + 0.5) * spacing;
+      grid_pairs_.clear();
+      for (int i = 0; i < kHalf; ++i)
+        for (int j = i; j < kHalf; ++j)
+          grid_pairs_.push_back({i, j, n_minus_1(grid_l_[i], grid_l_[j]), i == j ? 2.0 : 4.0});
+      return;
+    }
+    for (std::size_t i = 0; i < records.size(); ++i) {
+      auto field = [&](const char* name) {
+        auto it = records[i].find(name);
+        if (it == records[i].end())
+          throw ParamError("sky", "source " + std::to_string(i) + " has no field '" + name + "'");
+        return it->second;
+      };
+      const double l = field("l_deg") * kDeg, m = field("m_deg") * kDeg;
+      if (!(l * l + m * m < 1))
+        throw ParamError("sky", "source " + std::to_string(i) + " lies beyond the horizon (l^2 + m^2 >= 1)");
+      src_l_.push_back(l);
+      src_m_.push_back(m);
+      src_c_.push_back(n_minus_1(l, m));
+      src_flux_.push_back(field("flux_jy"));
+    }
+  }
+
+  std::size_t sources() const { return grid_ ? std::size_t(kGridSide) * kGridSide : src_flux_.size(); }
+
+  // Baseline vectors antenna2 - antenna1 in wavelengths, in the equatorial frame of the array
+  // (X to the meridian on the equator, Y east, Z to the celestial pole).
+  void make_baselines(const std::vector<Station>& st) {
+    const double lat = kLatitudeDeg * kDeg, wavelength = kSpeedOfLight / freq_hz_;
+    std::vector<double> x(st.size()), y(st.size()), z(st.size());
+    for (std::size_t a = 0; a < st.size(); ++a) {
+      x[a] = (-std::sin(lat) * st[a].north + std::cos(lat) * st[a].up) / wavelength;
+      y[a] = st[a].east / wavelength;
+      z[a] = (std::cos(lat) * st[a].north + std::sin(lat) * st[a].up) / wavelength;
+    }
+    bx_.clear();
+    by_.clear();
+    bz_.clear();
+    for (std::size_t a1 = 0; a1 < st.size(); ++a1)
+      for (std::size_t a2 = a1 + 1; a2 < st.size(); ++a2) {
+        bx_.push_back(x[a2] - x[a1]);
+        by_.push_back(y[a2] - y[a1]);
+        bz_.push_back(z[a2] - z[a1]);
+      }
+  }
+
+  // Dumps evenly spaced in hour angle (so in time) from h_start_ to h_end_.
+  void make_hour_angles() {
+    sin_h_.resize(dumps_);
+    cos_h_.resize(dumps_);
+    for (int d = 0; d < dumps_; ++d) {
+      const double h = dumps_ == 1 ? h_start_ : h_start_ + (h_end_ - h_start_) * d / (dumps_ - 1);
+      sin_h_[d] = std::sin(h);
+      cos_h_[d] = std::cos(h);
+    }
+  }
+
+  // uvw of visibilities [first, first + n) of the whole observation, rounded to float as stored.
+  void uvw(std::int64_t first, std::size_t n, float* uu, float* vv, float* ww) const {
+    const double sd = std::sin(dec_), cd = std::cos(dec_);
+    while (n > 0) {
+      const std::int64_t dump = first / baselines_, b0 = first % baselines_;
+      const std::size_t count = std::min<std::size_t>(n, std::size_t(baselines_ - b0));
+      const double sh = sin_h_[dump], ch = cos_h_[dump];
+      const double *x = bx_.data() + b0, *y = by_.data() + b0, *z = bz_.data() + b0;
+      for (std::size_t i = 0; i < count; ++i) {
+        const double toward_h = std::fma(ch, x[i], -sh * y[i]);  // component towards (H, dec 0)
+        uu[i] = float(std::fma(sh, x[i], ch * y[i]));
+        vv[i] = float(std::fma(-sd, toward_h, cd * z[i]));
+        ww[i] = float(std::fma(cd, toward_h, sd * z[i]));
+      }
+      first += std::int64_t(count);
+      uu += count;
+      vv += count;
+      ww += count;
+      n -= count;
+    }
+  }
+
+  // V = sum_s S_s exp(2 pi i (u l_s + v m_s + w (n_s - 1))) for n <= kChunk visibilities, from
+  // the stored (float) uvw so the data are exactly the model at the coordinates they carry.
+  void sum_sky(const float* uu, const float* vv, const float* ww, std::size_t n, cfloat* vis) const {
+    alignas(64) double u[kChunk], v[kChunk], w[kChunk], re[kChunk], im[kChunk];
+    for (std::size_t k = 0; k < n; ++k) {
+      u[k] = uu[k];
+      v[k] = vv[k];
+      w[k] = ww[k];
+      re[k] = im[k] = 0;
+    }
+    if (grid_)
+      add_grid(u, v, w, n, re, im);
+    else
+      add_sources(u, v, w, n, re, im);
+    for (std::size_t k = 0; k < n; ++k) vis[k] = cfloat(float(re[k]), float(im[k]));
+  }
+
+  // Sources outer, visibilities inner: the inner loop is elementwise and vectorises.
+  void add_sources(const double* u, const double* v, const double* w, std::size_t n, double* re, double* im) const {
+    for (std::size_t s = 0; s < src_flux_.size(); ++s) {
+      const double l = src_l_[s], m = src_m_[s], c = src_c_[s], flux = src_flux_[s];
+      for (std::size_t k = 0; k < n; ++k) {
+        double cos_p, sin_p;
+        cis_turns(std::fma(u[k], l, std::fma(v[k], m, w[k] * c)), cos_p, sin_p);
+        re[k] = std::fma(flux, cos_p, re[k]);
+        im[k] = std::fma(flux, sin_p, im[k]);
+      }
+    }
+  }
+
+  // The default grid, exactly, in fewer exponentials: the four 1 Jy sources at (+-l_i, +-l_j)
+  // share n, so together they give 4 cos(2 pi u l_i) cos(2 pi v l_j) exp(2 pi i w (n_ij - 1)), and
+  // n_ij = n_ji. Per visibility: kHalf (kHalf + 1) / 2 = 36 exponentials and 2 kHalf cosines
+  // instead of kGridSide^2 = 256 exponentials.
+  void add_grid(const double* u, const double* v, const double* w, std::size_t n, double* re, double* im) const {
+    alignas(64) double cos_u[kHalf][kChunk], cos_v[kHalf][kChunk];
+    for (int i = 0; i < kHalf; ++i) {
+      const double l = grid_l_[i];
+      for (std::size_t k = 0; k < n; ++k) {
+        double unused;
+        cis_turns(u[k] * l, cos_u[i][k], unused);
+        cis_turns(v[k] * l, cos_v[i][k], unused);
+      }
+    }
+    for (const GridPair& p : grid_pairs_) {
+      const double *cu_i = cos_u[p.i], *cu_j = cos_u[p.j], *cv_i = cos_v[p.i], *cv_j = cos_v[p.j];
+      const double c = p.c, weight = p.weight;
+      for (std::size_t k = 0; k < n; ++k) {
+        const double g = weight * std::fma(cu_i[k], cv_j[k], cu_j[k] * cv_i[k]);
+        double cos_p, sin_p;
+        cis_turns(w[k] * c, cos_p, sin_p);
+        re[k] = std::fma(g, cos_p, re[k]);
+        im[k] = std::fma(g, sin_p, im[k]);
+      }
+    }
+  }
+
+  // Thermal noise from one generator per dump, seeded by (seed, dump): the same whatever the
+  // threading and the block size.
+  void add_noise(std::int64_t first_dump, std::int64_t dumps, cfloat* vis) const {
+    tbb::parallel_for(std::int64_t(0), dumps, [&](std::int64_t d) {
+      const std::uint64_t dump = std::uint64_t(first_dump + d);
+      std::seed_seq seq{std::uint32_t(seed_), std::uint32_t(seed_ >> 32), std::uint32_t(dump),
+                        std::uint32_t(dump >> 32)};
+      std::mt19937_64 gen(seq);
+      std::normal_distribution<double> normal(0.0, noise_jy_);
+      cfloat* out = vis + d * baselines_;
+      for (std::int64_t b = 0; b < baselines_; ++b) {
+        const double re = normal(gen);
+        const double im = normal(gen);
+        out[b] += cfloat(float(re), float(im));
+      }
+    });
+  }
+
+  void make_observation() {
+    const std::int64_t total = std::int64_t(dumps_) * baselines_;
+    // Deterministic reduction: the same statistics (and so the same w-planes) on every run.
+    const UvwStats st = tbb::parallel_deterministic_reduce(
+        tbb::blocked_range<std::int64_t>(0, total, 64 * kChunk), UvwStats{},
+        [&](const tbb::blocked_range<std::int64_t>& r, UvwStats acc) {
+          float uu[kChunk], vv[kChunk], ww[kChunk];
+          for (std::int64_t k = r.begin(); k < r.end(); k += std::int64_t(kChunk)) {
+            const std::size_t m = std::min<std::size_t>(kChunk, std::size_t(r.end() - k));
+            uvw(k, m, uu, vv, ww);
+            for (std::size_t i = 0; i < m; ++i) {
+              const double w = std::abs(ww[i]);
+              acc.max_abs_w = std::max(acc.max_abs_w, w);
+              acc.min_abs_w = std::min(acc.min_abs_w, w);
+              acc.sum_w2 += w * w;
+              acc.max_abs_uv = std::max({acc.max_abs_uv, double(std::abs(uu[i])), double(std::abs(vv[i]))});
+            }
+          }
+          return acc;
+        },
+        [](UvwStats a, const UvwStats& b) {
+          a.merge(b);
+          return a;
+        });
+    auto obs = std::make_shared<Observation>();
+    obs->telescope = "SKA1-Low";
+    std::ostringstream origin;
+    origin << "io.simulate preset " << preset_ << ": " << stations_ << " stations x " << dumps_
+           << " dumps, elevation " << el_start_ / kDeg << " -> " << el_end_ / kDeg << " deg at declination "
+           << dec_ / kDeg << " deg, " << sources() << " sources";
+    obs->origin = origin.str();
+    obs->ra_rad = ra_;
+    obs->dec_rad = dec_;
+    obs->freq_hz = {freq_hz_};
+    obs->ref_freq_hz = freq_hz_;
+    obs->total_visibilities = total;
+    obs->total_blocks = blocks_;
+    obs->max_abs_w = st.max_abs_w;
+    obs->min_abs_w = st.min_abs_w;
+    obs->rms_abs_w = std::sqrt(st.sum_w2 / double(total));
+    obs->max_abs_uv = st.max_abs_uv;
+    obs_ = std::move(obs);
+  }
+
+  std::string preset_, layout_;
+  int stations_ = 0, dumps_ = 0, dumps_per_block_ = 0, blocks_ = 0;
+  std::int64_t baselines_ = 0;
+  double freq_hz_ = 0, ra_ = 0, dec_ = 0, el_start_ = 0, el_end_ = 0, h_start_ = 0, h_end_ = 0;
+  std::uint64_t seed_ = 0;
+  double noise_jy_ = 0;
+  // The sky: the default grid (grid_) or the listed sources.
+  struct GridPair {
+    int i, j;       // grid_l_ indices, i <= j
+    double c;       // n - 1 at (l_i, l_j)
+    double weight;  // 4 sources per pair, 2 on the diagonal (counted twice by the symmetric product)
+  };
+  bool grid_ = true;
+  double grid_l_[kHalf] = {};
+  std::vector<GridPair> grid_pairs_;
+  std::vector<double> src_l_, src_m_, src_c_, src_flux_;  // direction cosines, n - 1, Jy
+  bool pinned_ = false;
+  std::vector<double> bx_, by_, bz_;  // per baseline, wavelengths
+  std::vector<double> sin_h_, cos_h_;  // per dump
+  std::shared_ptr<const Observation> obs_;
+};
+
+}  // namespace
+
+StageSpec io_simulate_spec() {
+  StageSpec s;
+  s.type = "io.simulate";
+  s.summary = "simulate SKA1-Low visibilities of a point-source sky (the seeds' data sets by preset name)";
+  s.doc =
+      "Stations from the SKA1-Low v5 layout (ENU metres about the array reference position, lon "
+      "116.7644482, lat -26.82472208 deg) observe a phase centre at (ra_deg, dec_deg). Dumps are evenly "
+      "spaced in hour angle between the elevations el_start_deg and el_end_deg: rising (east of the "
+      "meridian) when el_start_deg < el_end_deg, setting (west) otherwise; an elevation the phase "
+      "centre never reaches at that declination is a parameter error. Each dump holds every baseline "
+      "a1 < a2 of the chosen stations (layout-file order), UVW = antenna2 - antenna1 in wavelengths at "
+      "freq_hz (Measurement Set convention), stored as float. V = sum over sources of "
+      "S exp(+2 pi i (u l + v m + w (n - 1))), n = sqrt(1 - l^2 - m^2), evaluated in double "
+      "precision at the stored uvw, weight 1, plus optional Gaussian noise (noise_jy on each of the "
+      "real and imaginary parts) drawn per dump from a generator seeded by (seed, dump), so the data "
+      "do not depend on threading or block size. Sources are (l, m) direction-cosine offsets given "
+      "in degrees (l = l_deg * pi/180, l towards east = increasing RA, m north): a source at l_deg = "
+      "k * cell lands k pixels left of the centre of a SIN image. The default sky is a 16 x 16 grid "
+      "of 1 Jy sources sky_spacing_deg apart, centred on the phase centre and offset by half a "
+      "spacing so none sits on it. Presets (declination -19 deg, which transits at elevation 82.18 "
+      "deg): tiny = 64 stations x 8 dumps (16,128 visibilities), small = 256 x 24 (783,360), "
+      "synthetic = the 208 stations nearest the centre x 100 dumps at elevation 30 -> 56 (2,152,800, "
+      "the count of the seeds' synthetic set; baselines up to 0.8 km, so a far smaller w range), el30-56, el56-82, el82-70 = 512 stations x 240 dumps (31,395,840; "
+      "1.95, 2.28 and 1.21 hours of hour angle); tiny and small observe 56 -> 82. The VisSetInfo "
+      "carries the uvw statistics over every visibility (max, min and RMS of |w|; max_abs_uv = max "
+      "of |u| and |v|), computed from the geometry before the first block. Hour angles, not dates, "
+      "place the dumps, so ra_deg only labels the data. Tested against independent rotation-matrix "
+      "uvw, elevations recovered from the simulated w, the visibility formula evaluated with "
+      "std::exp, and a direct-DFT image of a single source.";
+  s.outputs = {
+      {"info", "VisSetInfo", Arity::once, Residency::host,
+       "the Observation: phase centre, frequency, sizes and uvw statistics; emitted with item 0"},
+      {"vis", "VisBlock", Arity::stream, Residency::host, "visibility blocks of dumps_per_block whole dumps"},
+  };
+  std::vector<std::string> preset_names;
+  for (auto& p : kPresets) preset_names.push_back(p.name);
+  ParamSpec dec{"dec_deg", ParamType::number, {}, true, "deg", -90.0, 90.0, {}, {},
+                "phase centre declination; unset: the preset's (-19)"};
+  ParamSpec el_start{"el_start_deg", ParamType::number, {}, true, "deg", 0.0, 90.0, {}, {},
+                     "phase centre elevation at the first dump; unset: the preset's"};
+  ParamSpec el_end{"el_end_deg", ParamType::number, {}, true, "deg", 0.0, 90.0, {}, {},
+                   "phase centre elevation at the last dump (rising if above el_start_deg, else setting); "
+                   "unset: the preset's"};
+  s.params = {
+      {"preset", ParamType::choice, std::string("tiny"), false, "", {}, {}, preset_names, {},
+       "observation shape: tiny and small for tests, synthetic and el30-56/el56-82/el82-70 like the seeds' "
+       "data sets"},
+      {"layout", ParamType::path, std::string("data/ska1_low_v5_512st_enu.txt"), false, "", {}, {}, {}, {},
+       "station layout, one 'east north up' line (metres) per station; a relative path is looked up in the "
+       "working directory, then in the uvflow source tree"},
+      {"stations", ParamType::integer, std::int64_t(0), false, "", 0.0, 1e5, {}, {},
+       "stations to use, nearest the array centre first; 0: the preset's"},
+      {"dumps", ParamType::integer, std::int64_t(0), false, "", 0.0, 1e6, {}, {},
+       "time samples (each holds every baseline); 0: the preset's"},
+      {"dumps_per_block", ParamType::integer, std::int64_t(0), false, "", 0.0, 1e6, {}, {},
+       "dumps per emitted VisBlock (at most dumps); 0: the preset's"},
+      {"freq_hz", ParamType::number, 100e6, false, "Hz", 1e6, 1e12, {}, {}, "observing frequency (one channel)"},
+      {"ra_deg", ParamType::number, 0.0, false, "deg", 0.0, 360.0, {}, {},
+       "phase centre right ascension (a label: dumps are placed by hour angle)"},
+      dec,
+      el_start,
+      el_end,
+      {"seed", ParamType::integer, std::int64_t(1), false, "", 0.0, {}, {}, {},
+       "noise generator seed; the noise of dump d comes from (seed, d)"},
+      {"noise_jy", ParamType::number, 0.0, false, "Jy", 0.0, {}, {}, {},
+       "standard deviation of the Gaussian noise on each of the real and imaginary parts; 0: none"},
+      {"sky", ParamType::records, std::vector<Record>{}, false, "", {}, {}, {},
+       {{"l_deg", ParamType::number, {}, false, "deg", -90.0, 90.0, {}, {},
+         "direction-cosine offset towards east (increasing RA), as l * 180/pi"},
+        {"m_deg", ParamType::number, {}, false, "deg", -90.0, 90.0, {}, {},
+         "direction-cosine offset towards north, as m * 180/pi"},
+        {"flux_jy", ParamType::number, {}, false, "Jy", {}, {}, {}, {}, "flux density"}},
+       "point sources; empty: a 16 x 16 grid of 1 Jy sources sky_spacing_deg apart"},
+      {"sky_spacing_deg", ParamType::number, 0.05, false, "deg", 1e-4, 5.0, {}, {},
+       "spacing of the default source grid (used when sky is empty)"},
+  };
+  s.backends = {{"cpu", [] { return std::make_unique<Simulate>(); }}};
+  s.concurrency = Concurrency::serial;
+  return s;
+}
+
+}  // namespace uvflow

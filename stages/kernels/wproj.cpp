@@ -1,0 +1,547 @@
+#include "stages/kernels/wproj.hpp"
+
+#include <oneapi/tbb/enumerable_thread_specific.h>
+#include <oneapi/tbb/parallel_for.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "runtime/error.hpp"
+#include "stages/fft/fftw.hpp"
+#include "stages/kernels/layouts.hpp"
+#include "stages/kernels/spheroidal.hpp"
+
+namespace uvflow {
+namespace {
+
+constexpr double kArcsec = M_PI / (180.0 * 3600.0);
+constexpr int kMaxPlanes = 32767;  // GridCoord::plane is 16 bits
+// Bump when the stack's definition or the file layout changes: old cache files are then ignored.
+constexpr std::uint32_t kCacheVersion = 1;
+constexpr char kCacheMagic[8] = {'U', 'V', 'F', 'W', 'P', 'R', 'O', 'J'};
+// FFTW_MEASURE plans (serial) cost about 50 single-threaded plane transforms and make each about
+// 1.6x faster (conv_size 2000 on 16 cores: 0.4-0.8 s of planning, 2.6 -> 1.6 ms per plane): worth it
+// from this many planes per thread on. Wisdom saved in the cache directory makes later plans free.
+constexpr int kMeasurePlanesPerThread = 50;
+
+bool is_5_smooth(std::int64_t n) {
+  for (int f : {2, 3, 5})
+    while (n % f == 0) n /= f;
+  return n == 1;
+}
+
+// ------------------------------------------------------------------ kernel generation
+
+// Per-thread scratch: one plane's FFT buffer and one quadrant row of screen values.
+struct Scratch {
+  fftw::Buffer buf;
+  std::vector<cfloat> row;
+};
+
+// The forward 2-D FFT of one plane's screen, pruned to what the kept quarter needs: the screen is
+// zero outside `inner` rows, so only those rows are transformed along u, and only the quarter's
+// columns along v. About 2.7x fewer 1-D transforms than the full 2-D FFT at oversample 4, same values.
+class PlaneTransform {
+ public:
+  // Plans on `plan_buffer` (any FFTW-aligned conv_size^2 buffer), from wisdom when it has these
+  // transforms, else measured or estimated.
+  PlaneTransform(const WProjSizes& z, cfloat* plan_buffer, bool measure)
+      : z_(z), h_(z.inner / 2), q_(z.conv_size / 2 - 1) {
+    const int n = z.conv_size;
+    fftwf_iodim dim{n, 1, 1};
+    // The screen's rows [0, h) and [n-h, n): two blocks of h rows.
+    fftwf_iodim rows[2] = {{2, (n - h_) * n, (n - h_) * n}, {h_, n, n}};
+    auto* b = fftw::as_fftw(plan_buffer);
+    auto make_plans = [&](unsigned f) {
+      rows_ = fftw::plan(1, [&] { return fftwf_plan_guru_dft(1, &dim, 2, rows, b, b, FFTW_FORWARD, f); });
+      cols_ = fftw::plan(
+          1, [&] { return fftwf_plan_many_dft(1, &n, q_, b, nullptr, n, 1, b, nullptr, n, 1, FFTW_FORWARD, f); });
+    };
+    make_plans(FFTW_MEASURE | FFTW_WISDOM_ONLY);
+    from_wisdom_ = rows_ && cols_;
+    if (!from_wisdom_) make_plans(measure ? FFTW_MEASURE : FFTW_ESTIMATE);
+    if (!rows_ || !cols_)
+      throw std::runtime_error("kernels.wproj: FFTW could not plan the kernel transform of size " + std::to_string(n));
+
+    // Taper products and n - 1 over one quadrant (a, b) in [0, h]^2: the screen is even in l and m
+    // apart from its first row and column (index -h), which have no mirror at +h.
+    taper2_.assign(std::size_t(h_ + 1) * (h_ + 1), 0.0);
+    n_minus_1_.assign(taper2_.size(), 0.0);
+    std::vector<double> taper(h_ + 1);
+    for (int a = 0; a <= h_; ++a) taper[a] = grdsf(double(a) / double(h_));  // T(ix) = grdsf(|ix| / h)
+    for (int b = 0; b <= h_; ++b)
+      for (int a = 0; a <= h_; ++a) {
+        const double l = z.dl * a, m = z.dl * b, r2 = l * l + m * m;
+        if (r2 >= 1.0) continue;
+        taper2_[std::size_t(b) * (h_ + 1) + a] = taper[a] * taper[b];
+        n_minus_1_[std::size_t(b) * (h_ + 1) + a] = std::sqrt(1.0 - r2) - 1.0;
+      }
+  }
+
+  int quarter() const { return q_; }
+  bool from_wisdom() const { return from_wisdom_; }
+
+  // Plane k's kernel, unnormalised, into scratch.buf: K[iy][ix] at buf[iy*conv_size + ix] for
+  // iy, ix < quarter().
+  void operator()(int k, Scratch& scratch) const {
+    const int n = z_.conv_size, h = h_;
+    cfloat* buf = scratch.buf.get();
+    cfloat* vals = scratch.row.data();
+    const double f = 2 * M_PI * (k == 0 ? 0.0 : double(k) * k / z_.w_scale);
+    // Rows outside the screen enter the column transforms as zeros.
+    for (int r = h; r < n - h; ++r) std::fill_n(buf + std::size_t(r) * n, q_, cfloat(0));
+    // Screen row iy (negative iy wrapped to iy + n): ix in [0, h) at ix, ix in [-h, 0) at ix + n.
+    auto put_row = [&](int iy) {
+      cfloat* row = buf + std::size_t(iy >= 0 ? iy : iy + n) * n;
+      std::copy(vals, vals + h, row);
+      std::fill(row + h, row + n - h, cfloat(0));
+      for (int a = 1; a <= h; ++a) row[n - a] = vals[a];
+    };
+    for (int b = 0; b <= h; ++b) {
+      const double* t2 = taper2_.data() + std::size_t(b) * (h + 1);
+      const double* nm = n_minus_1_.data() + std::size_t(b) * (h + 1);
+      for (int a = 0; a <= h; ++a) {
+        const double ph = f * nm[a];
+        vals[a] = cfloat(float(t2[a] * std::cos(ph)), float(t2[a] * std::sin(ph)));
+      }
+      if (b < h) put_row(b);
+      if (b > 0) put_row(-b);
+    }
+    fftwf_execute_dft(rows_.get(), fftw::as_fftw(buf), fftw::as_fftw(buf));
+    fftwf_execute_dft(cols_.get(), fftw::as_fftw(buf), fftw::as_fftw(buf));
+  }
+
+ private:
+  const WProjSizes& z_;
+  int h_, q_;
+  bool from_wisdom_ = false;
+  std::vector<double> taper2_, n_minus_1_;
+  fftw::Plan rows_, cols_;
+};
+
+// Support of a plane from its kernel in `buf`: the last j with |K[j][0]| or |K[0][j]| above thr.
+int plane_support(const cfloat* buf, int n, int quarter, int oversample, double thr, int max_support) {
+  const double thr2 = thr * thr;
+  auto above = [&](cfloat c) { return double(c.real()) * c.real() + double(c.imag()) * c.imag() > thr2; };
+  int j = quarter - 1;
+  while (j > 0 && !above(buf[std::size_t(j) * n]) && !above(buf[j])) --j;
+  return std::min(1 + int(0.5 + double(j) / oversample), max_support);
+}
+
+// Generates the stack's supports and compacted, normalised quarter kernels.
+void generate(const WProjSizes& z, double threshold, const std::filesystem::path& wisdom, KernelStack& ks,
+              bool pinned) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const int n = z.conv_size, o = z.oversample, planes = z.planes;
+  if (!wisdom.empty()) fftw::import_wisdom(wisdom);
+  tbb::enumerable_thread_specific<Scratch> scratch([&] {
+    return Scratch{fftw::alloc(std::size_t(n) * n), std::vector<cfloat>(z.inner / 2 + 1)};
+  });
+  Scratch& first = scratch.local();
+  const bool measure = planes >= kMeasurePlanesPerThread * fftw::tbb_threads();
+  const PlaneTransform transform(z, first.buf.get(), measure);
+  if (!wisdom.empty() && measure && !transform.from_wisdom() && !fftw::export_wisdom(wisdom))
+    spdlog::warn("kernels.wproj: could not write FFTW wisdom to {}", wisdom.string());
+  const double t_plan = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  // Plane 0 first: its peak sets the threshold (every screen has plane 0's moduli and plane 0's is
+  // real and positive, so |K_k[0][0]| <= K_0[0][0] for all k) and its support sets the norm.
+  const int q = transform.quarter();
+  transform(0, first);
+  const cfloat* k0 = first.buf.get();
+  const double thr = threshold * std::abs(std::complex<double>(k0[0]));
+  ks.support = Array<std::int32_t>::host(planes);
+  ks.support[0] = plane_support(k0, n, q, o, thr, z.max_support());
+  const int s0 = ks.support[0];
+  double norm = 0;
+  for (int iy = -s0; iy <= s0; ++iy)
+    for (int ix = -s0; ix <= s0; ++ix) norm += k0[std::size_t(std::abs(iy) * o) * n + std::abs(ix) * o].real();
+  if (!(norm > 0))
+    throw std::runtime_error("kernels.wproj: plane 0 sums to " + std::to_string(norm) + " at integer offsets");
+  const float scale = float(1.0 / norm);
+
+  // Compacted planes are kept apart until every support is known, then packed.
+  std::vector<std::vector<cfloat>> compact(planes);
+  auto keep = [&](int p, const cfloat* buf) {
+    const int S = o / 2 + o * ks.support[p] + 1;
+    auto& c = compact[p];
+    c.resize(std::size_t(S) * S);
+    for (int iy = 0; iy < S; ++iy) {
+      const cfloat* src = buf + std::size_t(iy) * n;
+      cfloat* dst = c.data() + std::size_t(iy) * S;
+      for (int ix = 0; ix < S; ++ix) dst[ix] = src[ix] * scale;
+    }
+  };
+  keep(0, k0);
+  tbb::parallel_for(1, planes, [&](int p) {
+    Scratch& mine = scratch.local();
+    transform(p, mine);
+    ks.support[p] = plane_support(mine.buf.get(), n, q, o, thr, z.max_support());
+    keep(p, mine.buf.get());
+  });
+  scratch.clear();
+
+  std::int64_t total = 0;
+  const auto start = quarter_offsets(ks.support, o, &total);
+  ks.quarter = Array<cfloat>::host(std::size_t(total), pinned);
+  tbb::parallel_for(0, planes, [&](int p) {
+    std::copy(compact[p].begin(), compact[p].end(), ks.quarter.data() + start[p]);
+    std::vector<cfloat>().swap(compact[p]);
+  });
+  const double t_all = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  spdlog::info(
+      "kernels.wproj: generated {} planes of {}^2-point FFTs (supports {}..{}) in {:.2f} s on {} threads; "
+      "FFTW plans {} in {:.2f} s",
+      planes, n, ks.support[0], *std::max_element(ks.support.begin(), ks.support.end()), t_all, fftw::tbb_threads(),
+      transform.from_wisdom() ? "from wisdom"
+      : measure               ? "measured"
+                              : "estimated",
+      t_plan);
+}
+
+// ------------------------------------------------------------------ cache
+
+template <class T>
+void put(std::string& s, const T& v) {
+  s.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+
+// Everything the stack depends on, serialised: the cache file's header and its name's hash.
+std::string cache_key(const WProjSizes& z, double threshold) {
+  std::string k(kCacheMagic, sizeof kCacheMagic);
+  put(k, kCacheVersion);
+  put(k, std::int32_t(z.geom.image_size));
+  put(k, std::int32_t(z.geom.grid_size));
+  put(k, z.geom.cell_rad);
+  put(k, std::int32_t(z.oversample));
+  put(k, std::int32_t(z.conv_size));
+  put(k, std::int32_t(z.planes));
+  put(k, z.max_w);
+  put(k, z.w_scale);
+  put(k, threshold);
+  return k;
+}
+
+// A fast 64-bit hash (FNV-style over 8-byte words) to name cache files and detect corruption.
+std::uint64_t hash_bytes(const void* data, std::size_t n, std::uint64_t h = 0xcbf29ce484222325ull) {
+  constexpr std::uint64_t prime = 0x100000001b3ull;
+  const auto* p = static_cast<const unsigned char*>(data);
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    std::uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    h = (h ^ w) * prime;
+    h ^= h >> 29;
+  }
+  for (; i < n; ++i) h = (h ^ p[i]) * prime;
+  return h;
+}
+
+std::filesystem::path cache_file(const std::filesystem::path& dir, const std::string& key) {
+  char name[40];
+  std::snprintf(name, sizeof name, "wproj-%016llx.bin",
+                static_cast<unsigned long long>(hash_bytes(key.data(), key.size())));
+  return dir / name;
+}
+
+// File: key, support[planes] (int32), count (uint64), quarter[count] (complex64), checksum (uint64).
+// Returns why the file cannot be used, or "" when `ks` was filled from it.
+std::string read_cache(const std::filesystem::path& file, const std::string& key, int planes, int oversample,
+                       KernelStack& ks, bool pinned) {
+  std::ifstream f(file, std::ios::binary);
+  if (!f) return "cannot open it";
+  std::string head(key.size(), '\0');
+  if (!f.read(head.data(), std::streamsize(head.size()))) return "truncated header";
+  if (head != key) return "made with other parameters or by another format version";
+  auto support = Array<std::int32_t>::host(planes);
+  std::uint64_t count = 0, checksum = 0;
+  if (!f.read(reinterpret_cast<char*>(support.data()), std::streamsize(planes * sizeof(std::int32_t))) ||
+      !f.read(reinterpret_cast<char*>(&count), sizeof count))
+    return "truncated supports";
+  for (auto s : support)
+    if (s < 1) return "invalid support " + std::to_string(s);
+  std::int64_t expected = 0;
+  quarter_offsets(support, oversample, &expected);
+  if (count != std::uint64_t(expected))
+    return "holds " + std::to_string(count) + " kernel values, its supports need " + std::to_string(expected);
+  auto quarter = Array<cfloat>::host(count, pinned);
+  if (!f.read(reinterpret_cast<char*>(quarter.data()), std::streamsize(count * sizeof(cfloat))) ||
+      !f.read(reinterpret_cast<char*>(&checksum), sizeof checksum))
+    return "truncated kernels";
+  if (f.peek() != std::ifstream::traits_type::eof()) return "trailing bytes";
+  std::uint64_t h = hash_bytes(key.data(), key.size());
+  h = hash_bytes(support.data(), planes * sizeof(std::int32_t), h);
+  h = hash_bytes(&count, sizeof count, h);
+  h = hash_bytes(quarter.data(), count * sizeof(cfloat), h);
+  if (h != checksum) return "checksum mismatch (corrupt file)";
+  ks.support = support;
+  ks.quarter = quarter;
+  return "";
+}
+
+void write_cache(const std::filesystem::path& file, const std::string& key, const KernelStack& ks) {
+  std::error_code ec;
+  std::random_device rd;
+  auto tmp = file;
+  tmp += ".tmp-" + std::to_string(getpid()) + "-" + std::to_string(rd());
+  const std::uint64_t count = ks.quarter.size();
+  std::uint64_t h = hash_bytes(key.data(), key.size());
+  h = hash_bytes(ks.support.data(), ks.support.size() * sizeof(std::int32_t), h);
+  h = hash_bytes(&count, sizeof count, h);
+  h = hash_bytes(ks.quarter.data(), count * sizeof(cfloat), h);
+  bool ok;
+  {
+    std::ofstream f(tmp, std::ios::binary);
+    f.write(key.data(), std::streamsize(key.size()));
+    f.write(reinterpret_cast<const char*>(ks.support.data()),
+            std::streamsize(ks.support.size() * sizeof(std::int32_t)));
+    f.write(reinterpret_cast<const char*>(&count), sizeof count);
+    f.write(reinterpret_cast<const char*>(ks.quarter.data()), std::streamsize(count * sizeof(cfloat)));
+    f.write(reinterpret_cast<const char*>(&h), sizeof h);
+    f.close();
+    ok = bool(f);
+  }
+  if (ok) std::filesystem::rename(tmp, file, ec);
+  if (!ok || ec) {
+    std::filesystem::remove(tmp, ec);
+    spdlog::warn("kernels.wproj: could not write the kernel cache {}", file.string());
+  }
+}
+
+// ------------------------------------------------------------------ stage
+
+class WProj : public Stage {
+ public:
+  void configure(const Params& p) override {
+    s_.image_size = int(p.integer("image_size"));
+    s_.cell_rad = p.number("cell_arcsec") * kArcsec;
+    s_.padding = p.number("padding");
+    s_.oversample = int(p.integer("oversample"));
+    s_.w_planes = int(p.integer("w_planes"));
+    s_.max_conv_size = int(p.integer("max_conv_size"));
+    s_.support_threshold = p.number("support_threshold");
+    cache_dir_ = p.string("cache_dir");
+    if (s_.image_size % 2)
+      throw ParamError("image_size", "image_size must be even (the phase centre sits on pixel image_size/2)");
+    if (s_.oversample % 2)
+      throw ParamError("oversample", "oversample must be even (sub-cell offsets run over [-o/2, o/2])");
+    if (s_.image_size * std::sin(s_.cell_rad) >= 2.0)
+      throw ParamError("cell_arcsec",
+                       "image_size * cell_arcsec spans more than the sky: image_size * sin(cell) must be < 2");
+    // Kernel sizes do not depend on the data: check them now.
+    const WProjSizes z = wproj_sizes(s_, Observation{});
+    if (z.max_support() < 1)
+      throw ParamError(z.conv_size < int(s_.padding * s_.image_size) ? "max_conv_size" : "image_size",
+                       "the kernel FFT size " + std::to_string(z.conv_size) +
+                           " leaves no room for a support of 1 at oversample " + std::to_string(s_.oversample) +
+                           " (needs at least " + std::to_string(3 * s_.oversample + 4) + ")");
+  }
+
+  void prepare(PrepareContext& pc) override { pinned_ = pc.pinned("kernels"); }
+
+  void process(Context& ctx) override {
+    auto info = ctx.in<VisSetInfo>("info");
+    if (!info->obs) throw InputError("kernels.wproj: input 'info' carries no observation");
+    const WProjSizes z = wproj_sizes(s_, *info->obs);
+    auto ks = std::make_shared<KernelStack>();
+    ks->geom = z.geom;
+    ks->oversample = z.oversample;
+    ks->conv_size = z.conv_size;
+    ks->planes = z.planes;
+    ks->w_scale = z.w_scale;
+    ks->max_w = z.max_w;
+
+    const std::string key = cache_key(z, s_.support_threshold);
+    const auto file = cache_dir_.empty() ? std::filesystem::path() : cache_file(cache_dir_, key);
+    if (!file.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(cache_dir_, ec);
+      if (ec) spdlog::warn("kernels.wproj: cannot create the cache directory {}: {}", cache_dir_, ec.message());
+    }
+    bool cached = false;
+    if (!file.empty() && std::filesystem::exists(file)) {
+      const auto t0 = std::chrono::steady_clock::now();
+      const std::string why = read_cache(file, key, z.planes, z.oversample, *ks, pinned_);
+      cached = why.empty();
+      if (cached)
+        spdlog::info("kernels.wproj: {} planes loaded from {} in {:.2f} s", z.planes, file.string(),
+                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      else
+        spdlog::warn("kernels.wproj: ignoring cache file {}: {}; recomputing", file.string(), why);
+    }
+    if (!cached) {
+      generate(z, s_.support_threshold,
+               cache_dir_.empty() ? std::filesystem::path() : std::filesystem::path(cache_dir_) / "fftwf.wisdom", *ks,
+               pinned_);
+      if (!file.empty()) write_cache(file, key, *ks);
+    }
+    build_kernel_layouts(*ks);
+    ctx.emit("kernels", ks);
+  }
+
+ private:
+  WProjSettings s_;
+  std::string cache_dir_;
+  bool pinned_ = false;
+};
+
+}  // namespace
+
+int WProjSizes::max_support() const {
+  // S = o/2 + o*s + 1 must fit in the kept quarter of conv_size/2 - 1 samples.
+  return (conv_size / 2 - 2 - oversample / 2) / oversample;
+}
+
+int wproj_grid_size(int image_size, double padding) {
+  std::int64_t n = std::int64_t(padding * image_size - 0.5) + 1;
+  while (n % 2 || !is_5_smooth(n)) ++n;
+  return int(n);
+}
+
+WProjSizes wproj_sizes(const WProjSettings& s, const Observation& obs) {
+  WProjSizes z;
+  z.geom.image_size = s.image_size;
+  z.geom.grid_size = wproj_grid_size(s.image_size, s.padding);
+  z.geom.cell_rad = s.cell_rad;
+  z.oversample = s.oversample;
+  const double wmax = obs.max_abs_w, wmin = obs.min_abs_w, wrms = obs.rms_abs_w;
+  if (!std::isfinite(wmax) || !std::isfinite(wmin) || !std::isfinite(wrms) || wmax < 0 || wmin < 0 || wrms < 0 ||
+      wmin > wmax)
+    throw InputError("kernels.wproj: unusable w statistics in input 'info': max|w| " + std::to_string(wmax) +
+                     ", min|w| " + std::to_string(wmin) + ", rms|w| " + std::to_string(wrms));
+  if (wmax > 0) {
+    z.max_w = 1.05 * wmax;
+    const double mid = 0.5 * (wmin + wmax);
+    if (wrms > mid) z.max_w *= wrms / mid;
+  } else {
+    z.max_w = 0.25 / s.cell_rad;  // no w spread: OSKAR's fallback, a quarter of the largest uv
+  }
+  if (s.w_planes > 0) {
+    z.planes = s.w_planes;
+  } else {
+    const double n = z.max_w * std::fabs(std::sin(s.cell_rad * s.image_size / 2.0));
+    if (n > kMaxPlanes)
+      throw InputError("kernels.wproj: the data need " + std::to_string(std::int64_t(n)) + " w-planes, more than the " +
+                       std::to_string(kMaxPlanes) + " supported; set w_planes or a smaller field");
+    z.planes = std::max(16, int(n));
+  }
+  z.w_scale = double(z.planes - 1) * (z.planes - 1) / z.max_w;
+  // A multiple of 2 oversample, so that the taper's inner = conv_size/o samples are even and span
+  // exactly the padded field that dl assumes. OSKAR keeps int(padding * image_size): when that is
+  // not such a multiple (614 for 512 pixels at o = 4) its taper comes out up to one sample
+  // narrower than the grid correction assumes, which costs about 1 % at the image edge and far
+  // more when conv_size/o is small (measured by bench/image_accuracy). 2000 is unchanged.
+  z.conv_size = std::min(int(s.padding * s.image_size), s.max_conv_size);
+  z.conv_size -= z.conv_size % (2 * s.oversample);
+  z.inner = z.conv_size / s.oversample;
+  // WPROJ.md: dl = (2 sin(fov/2) o / image_size) (grid_size / conv_size), 2 sin(fov/2) = image_size sin(cell).
+  z.dl = std::sin(s.cell_rad) * s.oversample * double(z.geom.grid_size) / z.conv_size;
+  return z;
+}
+
+StageSpec kernels_wproj_spec() {
+  StageSpec s;
+  s.type = "kernels.wproj";
+  s.summary = "w-projection convolution kernels (spheroidal taper x w screen), made once per run and cached on disk";
+  s.doc =
+      "Builds the kernel stack of OSKAR's w-projection imager (WPROJ.md): grid size the smallest even 2^a 3^b 5^c "
+      "above padding * image_size; max_w = 1.05 max|w|, scaled by rms/mid when the rms of |w| exceeds the "
+      "mid-range (0.25 / cell, OSKAR's fallback, when all w are 0); w_planes = max(16, int(max_w |sin(cell "
+      "image_size / 2)|)) unless given; plane k at |w| = k^2 / w_scale with w_scale = (planes-1)^2 / max_w. Each "
+      "plane is the forward FFT (conv_size = padding * image_size, capped at max_conv_size and rounded down to a multiple of 2 oversample) of Schwab's spheroidal "
+      "taper times exp(2 pi i w (sqrt(1-l^2-m^2) - 1)), sampled every dl so that conv_size/oversample samples span "
+      "the padded field. The quarter [0, conv_size/2 - 1)^2 is kept; the support is where |K| along either axis "
+      "last exceeds support_threshold times the plane-0 peak; plane p is stored compacted to S = o/2 + o s + 1 a "
+      "side and every plane is divided by plane 0's sum at integer offsets, so plane 0 sums to 1. The FFTs are "
+      "FFTW single precision, pruned to the screen's rows and the kept columns, planes in parallel; plans are "
+      "measured when there are enough planes per thread, and FFTW wisdom is kept in cache_dir. The stack is cached "
+      "in cache_dir under a hash of everything it depends on; a corrupt or mismatched file is ignored with a "
+      "warning and rewritten. Tested against a direct double-precision DFT of the screen.";
+  s.inputs = {{"info", kVisSetInfo, Arity::once, Residency::host, "the observation's |w| statistics (wavelengths)"}};
+  s.outputs = {
+      {"kernels", kKernelStack, Arity::once, Residency::host, "the kernel stack with its geometry and layouts"}};
+  s.params = {{"image_size",
+               ParamType::integer,
+               std::int64_t(512),
+               false,
+               "pixels",
+               2,
+               65536,
+               {},
+               {},
+               "output image side (even); sets the image geometry of the whole pipeline"},
+              {"cell_arcsec", ParamType::number, 2.0, false, "arcsec", 1e-4, 3600, {}, {}, "image pixel size"},
+              {"padding",
+               ParamType::number,
+               1.2,
+               false,
+               "",
+               1,
+               4,
+               {},
+               {},
+               "grid side / image side, before rounding the grid up to an even 2^a 3^b 5^c"},
+              {"oversample",
+               ParamType::integer,
+               std::int64_t(4),
+               false,
+               "",
+               2,
+               16,
+               {},
+               {},
+               "kernel samples per grid cell (even); 4 in all the seeds' data sets"},
+              {"w_planes",
+               ParamType::integer,
+               std::int64_t(0),
+               false,
+               "",
+               0,
+               kMaxPlanes,
+               {},
+               {},
+               "number of w-planes; 0 derives it from the data (at least 16); 1 grids without w-projection"},
+              {"max_conv_size",
+               ParamType::integer,
+               std::int64_t(2000),
+               false,
+               "samples",
+               16,
+               8192,
+               {},
+               {},
+               "cap on the kernel FFT size (OSKAR's 2000): memory and time grow with its square"},
+              {"support_threshold",
+               ParamType::number,
+               1e-3,
+               false,
+               "",
+               1e-7,
+               0.5,
+               {},
+               {},
+               "kernel support edge, relative to the largest kernel peak (plane 0's)"},
+              {"cache_dir",
+               ParamType::path,
+               std::string(".cache/uvflow/kernels"),
+               false,
+               "",
+               {},
+               {},
+               {},
+               {},
+               "directory of cached kernel stacks and FFTW wisdom; an empty string disables the cache"}};
+  s.backends = {{"cpu", [] { return std::make_unique<WProj>(); }}};
+  s.concurrency = Concurrency::serial;
+  return s;
+}
+
+}  // namespace uvflow

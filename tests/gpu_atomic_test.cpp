@@ -1,0 +1,160 @@
+// grid.atomic, cuda backend, against its cpu backend (which atomic_test.cpp checks against
+// Listing 1): the same random kernels and visibilities, uploaded, gridded on the device through
+// the harness, downloaded and compared. Fixed and fresh random seeds. Skips without a CUDA device.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "stages/grid/atomic.hpp"
+#include "tests/support/grid_cases.hpp"
+
+using namespace uvflow;
+using namespace uvflow::test;
+
+namespace {
+
+using Blocks = std::vector<std::shared_ptr<const VisBlock>>;
+
+std::vector<std::uint64_t> seeds() { return {20240611ULL, std::random_device{}()}; }
+
+class GridAtomicGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (device::count() == 0) GTEST_SKIP() << "no CUDA device";
+    stream_ = device::Stream::create();
+  }
+
+  template <class T>
+  std::shared_ptr<const T> upload(const std::shared_ptr<const T>& p) {
+    return std::static_pointer_cast<const T>(p->moved_to(Location::device, stream_, false));
+  }
+
+  // Runs the cuda backend on device copies of the inputs; returns its grid, downloaded, and work.
+  GridRun grid_cuda(const std::shared_ptr<const KernelStack>& ks, const Blocks& blocks) {
+    Blocks on_device;
+    for (auto& b : blocks) on_device.push_back(upload(b));
+    auto dks = upload(ks);
+    stream_.synchronize();  // the harness's stream does not wait on this one
+    const GridRun run = run_gridder(grid_atomic_spec(), "cuda", dks, on_device);
+    EXPECT_EQ(run.grid->cells.location(), Location::device);
+    EXPECT_EQ(run.grid->totals.location(), Location::device);
+    auto host = std::static_pointer_cast<const Grid>(run.grid->moved_to(Location::host, stream_, false));
+    stream_.synchronize();
+    return {host, run.work};
+  }
+
+  // The cuda backend's grid, totals and visibility count equal the cpu backend's.
+  GridRun expect_cuda_matches_cpu(const std::shared_ptr<const KernelStack>& ks, const Blocks& blocks) {
+    const GridRun cpu = run_gridder(grid_atomic_spec(), "cpu", ks, blocks);
+    const GridRun gpu = grid_cuda(ks, blocks);
+    const Grid &g = *gpu.grid, &ref = *cpu.grid;
+    EXPECT_EQ(g.geom, ks->geom);
+    EXPECT_LT(relative_frobenius(g, ref.cells), 1e-5);
+    EXPECT_NEAR(g.norm(), ref.norm(), 1e-9 * std::abs(ref.norm()));
+    EXPECT_EQ(g.gridded(), ref.gridded());
+    EXPECT_EQ(g.skipped(), ref.skipped());
+    EXPECT_EQ(gpu.work.visibilities, cpu.work.visibilities);
+    return gpu;
+  }
+
+  device::Stream stream_;
+};
+
+}  // namespace
+
+TEST_F(GridAtomicGpu, RandomBlocksMatchCpu) {
+  struct Shape {
+    int planes, max_support, oversample, grid_size;
+    std::size_t vis_per_block;
+  };
+  for (auto seed : seeds()) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    // Supports up to 40 make rows of 81 values: the lanes loop over k more than once.
+    for (const Shape& sh : {Shape{16, 8, 4, 256, 20000}, Shape{5, 40, 8, 512, 3000}, Shape{1, 3, 2, 64, 5000},
+                            Shape{32, 16, 4, 1024, 300000}}) {
+      SCOPED_TRACE("planes " + std::to_string(sh.planes) + ", max support " + std::to_string(sh.max_support) +
+                   ", oversample " + std::to_string(sh.oversample));
+      auto ks = random_kernel_stack(rng, sh.planes, sh.max_support, sh.oversample, sh.grid_size);
+      const Blocks blocks{make_block(*ks, random_vis(rng, *ks, sh.vis_per_block), 0), make_block(*ks, {}, 1),
+                          make_block(*ks, random_vis(rng, *ks, sh.vis_per_block / 3), 2),
+                          make_block(*ks, random_vis(rng, *ks, 1), 3)};
+      const GridRun gpu = expect_cuda_matches_cpu(ks, blocks);
+      EXPECT_GT(gpu.grid->gridded(), 0);
+      EXPECT_GT(gpu.grid->skipped(), 0);
+    }
+  }
+}
+
+TEST_F(GridAtomicGpu, EdgeVisibilitiesMatchCpu) {
+  for (auto seed : seeds()) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    auto ks = random_kernel_stack(rng, 8, 12, 4, 128);
+    std::int64_t outside = 0;
+    const auto vis = edge_vis(rng, *ks, &outside);
+    const GridRun gpu = expect_cuda_matches_cpu(ks, {make_block(*ks, vis)});
+    EXPECT_EQ(gpu.grid->skipped(), outside);
+  }
+}
+
+TEST_F(GridAtomicGpu, ThousandsOfVisibilitiesInOneCellMatchCpu) {
+  for (auto seed : seeds()) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    auto ks = random_kernel_stack(rng, 6, 6, 4, 96);
+    const GridRun gpu = expect_cuda_matches_cpu(ks, {make_block(*ks, hot_cell_vis(rng, *ks, 100000, 3, -2), 0),
+                                                     make_block(*ks, hot_cell_vis(rng, *ks, 5000, -7, 4), 1)});
+    EXPECT_EQ(gpu.grid->gridded(), 105000);
+  }
+}
+
+TEST_F(GridAtomicGpu, UnitVisibilitiesSumToNorm) {
+  for (auto seed : seeds()) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    auto ks = random_kernel_stack(rng, 10, 10, 4, 200);
+    auto vis = random_vis(rng, *ks, 10000);
+    for (auto& v : vis) v.vis = 1, v.weight = 1;
+    const GridRun gpu = expect_cuda_matches_cpu(ks, {make_block(*ks, vis)});
+    double sum = 0;
+    for (const cfloat& c : gpu.grid->cells) sum += c.real();
+    EXPECT_GT(gpu.grid->norm(), 0);
+    EXPECT_NEAR(sum, gpu.grid->norm(), 1e-5 * gpu.grid->norm());
+  }
+}
+
+// The cpu backend stops on non-finite uvw; a kernel cannot, so it skips and counts them.
+TEST_F(GridAtomicGpu, NonFiniteUvwIsSkipped) {
+  const auto seed = seeds().back();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  auto ks = random_kernel_stack(rng, 4, 5, 4, 64);
+  const auto vis = random_vis(rng, *ks, 500);
+  auto with_bad = vis;
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  with_bad.insert(with_bad.begin() + 100, {{nan, 0, 0}, {0, inf, 0}, {0, 0, -inf}});
+  const GridRun cpu = run_gridder(grid_atomic_spec(), "cpu", ks, {make_block(*ks, vis)});
+  const GridRun gpu = grid_cuda(ks, {make_block(*ks, with_bad)});
+  EXPECT_LT(relative_frobenius(*gpu.grid, cpu.grid->cells), 1e-5);
+  EXPECT_NEAR(gpu.grid->norm(), cpu.grid->norm(), 1e-9 * cpu.grid->norm());
+  EXPECT_EQ(gpu.grid->gridded(), cpu.grid->gridded());
+  EXPECT_EQ(gpu.grid->skipped(), cpu.grid->skipped() + 3);
+}
+
+TEST_F(GridAtomicGpu, NoBlocksGiveAnEmptyGrid) {
+  std::mt19937_64 rng(7);
+  auto ks = random_kernel_stack(rng, 3, 4, 4, 32);
+  const GridRun gpu = grid_cuda(ks, {});
+  EXPECT_EQ(gpu.grid->geom, ks->geom);
+  ASSERT_EQ(gpu.grid->cells.size(), 32u * 32u);
+  EXPECT_TRUE(std::all_of(gpu.grid->cells.begin(), gpu.grid->cells.end(), [](cfloat c) { return c == cfloat(0); }));
+  EXPECT_EQ(gpu.grid->norm(), 0);
+  EXPECT_EQ(gpu.grid->gridded(), 0);
+  EXPECT_EQ(gpu.grid->skipped(), 0);
+}

@@ -1,0 +1,541 @@
+// kernels.wproj against independent references: Schwab's grdsf evaluated in long double from the
+// published coefficients, the size and plane-count formulas of WPROJ.md, and a direct
+// double-precision DFT of every plane's screen (no FFT) for small kernel sizes; and its disk cache.
+#include <gtest/gtest.h>
+#include <oneapi/tbb/global_control.h>
+
+#include <algorithm>
+#include <cmath>
+#include <complex>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "runtime/error.hpp"
+#include "runtime/harness.hpp"
+#include "stages/kernels/spheroidal.hpp"
+#include "stages/kernels/wproj.hpp"
+#include "tests/support/spheroidal_ref.hpp"
+#include "tests/support/temp_dir.hpp"
+
+using namespace uvflow;
+using namespace uvflow::test;
+
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+constexpr double kArcsec = kPi / (180.0 * 3600.0);
+using cd = std::complex<double>;
+
+struct Case {
+  int image_size = 40;
+  double cell_arcsec = 60;
+  double padding = 1.2;
+  int oversample = 4;
+  int w_planes = 0;
+  int max_conv_size = 2000;
+  double threshold = 1e-3;
+  double max_w = 5000, min_w = 100, rms_w = 2000;
+
+  std::string str() const {
+    std::ostringstream s;
+    s.precision(17);
+    s << "image_size " << image_size << ", cell_arcsec " << cell_arcsec << ", padding " << padding << ", oversample "
+      << oversample << ", w_planes " << w_planes << ", max_conv_size " << max_conv_size << ", threshold " << threshold
+      << ", |w| max/min/rms " << max_w << "/" << min_w << "/" << rms_w;
+    return s.str();
+  }
+};
+
+std::shared_ptr<VisSetInfo> info_for(double max_w, double min_w, double rms_w) {
+  auto obs = std::make_shared<Observation>();
+  obs->max_abs_w = max_w;
+  obs->min_abs_w = min_w;
+  obs->rms_abs_w = rms_w;
+  auto info = std::make_shared<VisSetInfo>();
+  info->obs = obs;
+  return info;
+}
+
+std::map<std::string, ParamValue> params_for(const Case& c, const std::string& cache_dir = "") {
+  return {{"image_size", std::int64_t(c.image_size)},
+          {"cell_arcsec", c.cell_arcsec},
+          {"padding", c.padding},
+          {"oversample", std::int64_t(c.oversample)},
+          {"w_planes", std::int64_t(c.w_planes)},
+          {"max_conv_size", std::int64_t(c.max_conv_size)},
+          {"support_threshold", c.threshold},
+          {"cache_dir", cache_dir}};
+}
+
+std::shared_ptr<const KernelStack> run_stage(const Case& c, const std::string& cache_dir = "") {
+  const StageSpec spec = kernels_wproj_spec();
+  StageHarness h(spec, "cpu", params_for(c, cache_dir));
+  h.set_input("info", info_for(c.max_w, c.min_w, c.rms_w));
+  h.process();
+  return h.output<KernelStack>("kernels");
+}
+
+// Smallest even 2^a 3^b 5^c above int(padding * image_size - 0.5), from the sorted list of all of them.
+int grid_size_ref(int image_size, double padding) {
+  std::vector<long> smooth;
+  for (long a = 1; a < (1L << 40); a *= 2)
+    for (long b = a; b < (1L << 40); b *= 3)
+      for (long c = b; c < (1L << 40); c *= 5) smooth.push_back(c);
+  std::sort(smooth.begin(), smooth.end());
+  const long floor_ = long(padding * image_size - 0.5);
+  for (long v : smooth)
+    if (v > floor_ && v % 2 == 0) return int(v);
+  return -1;
+}
+
+// The stack of WPROJ.md computed directly: every kernel value is a double-precision DFT of the screen.
+struct RefStack {
+  int grid_size = 0, planes = 0, conv = 0, o = 0, inner = 0, quarter = 0;
+  double max_w = 0, w_scale = 0, dl = 0;
+  std::vector<double> taper;
+  std::vector<std::vector<cd>> k;  // per plane, quarter x quarter, unnormalised: k[p][iy*quarter + ix]
+  double peak = 0;                 // max over planes of |K_p[0][0]|
+
+  cd at(int p, int iy, int ix) const { return k[p][std::size_t(iy) * quarter + ix]; }
+
+  // Support of plane p for threshold thr, capped so that S = o/2 + o*s + 1 fits in the quarter.
+  int support(int p, double thr) const {
+    int j = quarter - 1;
+    while (j > 0 && std::abs(at(p, j, 0)) <= thr && std::abs(at(p, 0, j)) <= thr) --j;
+    int s = 1 + int(0.5 + double(j) / o);
+    while (o / 2 + o * s + 1 > quarter || 2 * s * o >= conv) --s;
+    return s;
+  }
+};
+
+RefStack reference(const Case& c) {
+  RefStack r;
+  const double cell = c.cell_arcsec * kArcsec;
+  const int n = c.image_size;
+  r.o = c.oversample;
+  r.grid_size = grid_size_ref(n, c.padding);
+  if (c.max_w > 0) {
+    const double mid = (c.min_w + c.max_w) / 2;
+    r.max_w = 1.05 * c.max_w * (c.rms_w > mid ? c.rms_w / mid : 1.0);
+  } else {
+    r.max_w = 0.25 / cell;
+  }
+  r.planes = c.w_planes > 0 ? c.w_planes : std::max(16, int(r.max_w * std::fabs(std::sin(cell * n / 2))));
+  r.w_scale = std::pow(r.planes - 1, 2) / r.max_w;
+  r.conv = std::min(int(c.padding * n), c.max_conv_size);
+  r.conv -= r.conv % (2 * r.o);  // a multiple of 2 oversample: inner even and exact
+  r.inner = r.conv / r.o;
+  r.quarter = r.conv / 2 - 1;
+  const double fov = 2 * std::asin(n * std::sin(cell) / 2);  // WPROJ.md: cell = asin(2 sin(fov/2) / n)
+  r.dl = (2 * std::sin(fov / 2) * r.o / n) * (double(r.grid_size) / r.conv);
+  const int h = r.inner / 2;
+  for (int i = 0; i < r.inner; ++i) r.taper.push_back(double(grdsf_ref(std::fabs(double(i - h) / h))));
+  std::vector<cd> e(r.conv);  // exp(-2 pi i j / conv)
+  for (int j = 0; j < r.conv; ++j) e[j] = std::polar(1.0, -2 * kPi * j / r.conv);
+  auto tw = [&](long j) { return e[((j % r.conv) + r.conv) % r.conv]; };
+  const int q = r.quarter;
+  r.k.resize(r.planes);
+  for (int p = 0; p < r.planes; ++p) {
+    const double w = p == 0 ? 0.0 : double(p) * p / r.w_scale;  // one plane: w_scale = 0, plane 0 at w = 0
+    std::vector<cd> a(std::size_t(r.inner) * q);  // a[iy][kx] = sum over ix of S[iy][ix] exp(-2 pi i ix kx / conv)
+    for (int iy = -h; iy < h; ++iy)
+      for (int ix = -h; ix < h; ++ix) {
+        const double l = r.dl * ix, m = r.dl * iy;
+        if (1 - l * l - m * m <= 0) continue;
+        const cd s =
+            r.taper[ix + h] * r.taper[iy + h] * std::polar(1.0, 2 * kPi * w * (std::sqrt(1 - l * l - m * m) - 1));
+        for (int kx = 0; kx < q; ++kx) a[std::size_t(iy + h) * q + kx] += s * tw(long(ix) * kx);
+      }
+    auto& kp = r.k[p];
+    kp.assign(std::size_t(q) * q, 0.0);
+    for (int ky = 0; ky < q; ++ky)
+      for (int iy = -h; iy < h; ++iy) {
+        const cd t = tw(long(iy) * ky);
+        for (int kx = 0; kx < q; ++kx) kp[std::size_t(ky) * q + kx] += a[std::size_t(iy + h) * q + kx] * t;
+      }
+    r.peak = std::max(r.peak, std::abs(kp[0]));
+  }
+  return r;
+}
+
+// Checks every field and value of the stage's stack against the reference; returns the reference.
+RefStack expect_matches_reference(const KernelStack& ks, const Case& c) {
+  const RefStack r = reference(c);
+  EXPECT_EQ(ks.geom.image_size, c.image_size);
+  EXPECT_EQ(ks.geom.grid_size, r.grid_size);
+  EXPECT_DOUBLE_EQ(ks.geom.cell_rad, c.cell_arcsec * kArcsec);
+  EXPECT_EQ(ks.oversample, c.oversample);
+  EXPECT_EQ(ks.conv_size, r.conv);
+  EXPECT_EQ(ks.planes, r.planes);
+  EXPECT_NEAR(ks.max_w, r.max_w, 1e-12 * r.max_w);
+  EXPECT_NEAR(ks.w_scale, r.w_scale, 1e-12 * r.w_scale);
+  if (ks.planes != r.planes || int(ks.support.size()) != r.planes) return r;
+
+  // Supports: a value within 0.1 % of the threshold may fall either side in single precision.
+  const double thr = c.threshold * r.peak;
+  for (int p = 0; p < r.planes; ++p) {
+    EXPECT_GE(ks.support[p], r.support(p, thr * (1 + 1e-3))) << "plane " << p;
+    EXPECT_LE(ks.support[p], r.support(p, thr * (1 - 1e-3))) << "plane " << p;
+  }
+  const int o = c.oversample, s0 = ks.support[0];
+  double norm = 0;
+  for (int iy = -s0; iy <= s0; ++iy)
+    for (int ix = -s0; ix <= s0; ++ix) norm += r.at(0, std::abs(iy) * o, std::abs(ix) * o).real();
+
+  std::int64_t start = 0;
+  double worst = 0;
+  for (int p = 0; p < r.planes; ++p) {
+    const int S = o / 2 + o * ks.support[p] + 1;
+    EXPECT_EQ(ks.half_size(p), S);
+    EXPECT_EQ(ks.quarter_start[p], start) << "plane " << p;
+    double err2 = 0, ref2 = 0;
+    for (int iy = 0; iy < S; ++iy)
+      for (int ix = 0; ix < S; ++ix) {
+        const cd want = r.at(p, iy, ix) / norm;
+        const cd got(ks.quarter[start + std::int64_t(iy) * S + ix]);
+        worst = std::max(worst, std::abs(got - want));
+        err2 += std::norm(got - want);
+        ref2 += std::norm(want);
+      }
+    EXPECT_LT(std::sqrt(err2 / ref2), 1e-5) << "plane " << p << " relative Frobenius error";
+    start += std::int64_t(S) * S;
+  }
+  EXPECT_EQ(std::int64_t(ks.quarter.size()), start);
+  EXPECT_LT(worst, 2e-6 * r.peak / norm) << "largest error relative to the kernel peak";
+
+  // Plane 0 sums to 1 at integer offsets.
+  double sum0 = 0;
+  for (int iy = -s0; iy <= s0; ++iy)
+    for (int ix = -s0; ix <= s0; ++ix)
+      sum0 += ks.quarter[std::int64_t(std::abs(iy) * o) * ks.half_size(0) + std::abs(ix) * o].real();
+  EXPECT_NEAR(sum0, 1.0, 1e-5);
+  return r;
+}
+
+std::string supports(const KernelStack& ks) {
+  std::string s;
+  for (auto v : ks.support) s += std::to_string(v) + " ";
+  return s;
+}
+
+// ---------------------------------------------------------------- grdsf
+
+TEST(Grdsf, MatchesThePublishedCoefficientsInLongDouble) {
+  for (double nu : {0.0, 0.1, 0.25, 0.5, 0.7, 0.749999, 0.75, 0.8, 0.9, 0.99, 1.0})
+    EXPECT_NEAR(grdsf(nu), double(grdsf_ref(nu)), 1e-14 * double(grdsf_ref(nu))) << "nu " << nu;
+  // Values computed separately (Python, double) from the coefficients: 1 at the centre, p0/q0 at the ends.
+  EXPECT_NEAR(grdsf(0.0), 0.9999996673648565, 1e-12);
+  EXPECT_NEAR(grdsf(std::nextafter(0.75, 0.0)), 0.08203343, 1e-12);
+  EXPECT_NEAR(grdsf(1.0), 0.004028559, 1e-12);
+  EXPECT_NEAR(grdsf(0.75), 0.08203339556360159, 1e-12);
+}
+
+TEST(Grdsf, IsContinuousAtTheJoinAndZeroOutside) {
+  const double below = grdsf(std::nextafter(0.75, 0.0)), at = grdsf(0.75);
+  EXPECT_NEAR(below, at, 1e-6 * at) << "the two rational pieces meet at nu = 0.75";
+  EXPECT_EQ(grdsf(std::nextafter(1.0, 2.0)), 0.0);
+  EXPECT_EQ(grdsf(1.5), 0.0);
+  EXPECT_EQ(grdsf(-0.1), 0.0);
+  EXPECT_GT(grdsf(1.0), 0.0);
+  for (double nu = 0; nu < 1; nu += 1.0 / 64) EXPECT_GT(grdsf(nu), grdsf(nu + 1.0 / 64)) << "decreasing at " << nu;
+}
+
+TEST(Grdsf, RandomPointsMatchTheReference) {
+  const unsigned seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> nu(-0.2, 1.2);
+  for (int i = 0; i < 1000; ++i) {
+    const double x = nu(rng);
+    EXPECT_NEAR(grdsf(x), double(grdsf_ref(x)), 1e-14) << "nu " << x;
+  }
+}
+
+// ---------------------------------------------------------------- sizes and plane counts
+
+TEST(WProjSizes, GridSizeIsTheNextEven5SmoothNumber) {
+  EXPECT_EQ(wproj_grid_size(512, 1.2), 640);
+  EXPECT_EQ(wproj_grid_size(4096, 1.2), 5000);
+  EXPECT_EQ(wproj_grid_size(15000, 1.2), 18000);  // EL56-82's grid
+  EXPECT_EQ(wproj_grid_size(512, 1.0), 512);
+  for (double pad : {1.0, 1.2, 1.37, 2.0, 3.9})
+    for (int n = 2; n <= 5000; n += 2) ASSERT_EQ(wproj_grid_size(n, pad), grid_size_ref(n, pad)) << n << " x " << pad;
+}
+
+TEST(WProjSizes, PlaneCountAndWScaleFollowTheFormulas) {
+  struct W {
+    double max, min, rms;
+    int given;
+  };
+  const WProjSettings base{8192, 1.0 * kArcsec, 1.2, 4, 0, 2000, 1e-3};
+  for (W w : {W{10000, 50, 3000, 0}, W{10000, 0, 9000, 0}, W{10, 0, 5, 0}, W{0, 0, 0, 0}, W{10000, 50, 3000, 100},
+              W{500, 100, 300, 1}}) {
+    Case c;
+    c.image_size = base.image_size;
+    c.cell_arcsec = 1.0;
+    c.padding = base.padding;
+    c.w_planes = w.given;
+    c.max_w = w.max, c.min_w = w.min, c.rms_w = w.rms;
+    SCOPED_TRACE(c.str());
+    WProjSettings s = base;
+    s.w_planes = w.given;
+    Observation obs;
+    obs.max_abs_w = w.max, obs.min_abs_w = w.min, obs.rms_abs_w = w.rms;
+    const WProjSizes z = wproj_sizes(s, obs);
+    const double mid = (w.min + w.max) / 2;
+    const double max_w = w.max > 0 ? 1.05 * w.max * (w.rms > mid ? w.rms / mid : 1.0) : 0.25 / s.cell_rad;
+    const int planes =
+        w.given ? w.given : std::max(16, int(max_w * std::fabs(std::sin(s.cell_rad * s.image_size / 2))));
+    EXPECT_NEAR(z.max_w, max_w, 1e-12 * max_w);
+    EXPECT_EQ(z.planes, planes);
+    EXPECT_NEAR(z.w_scale, double(planes - 1) * (planes - 1) / max_w, 1e-12 * z.w_scale);
+    EXPECT_EQ(z.geom.grid_size, 10000);  // above int(9830.4 - 0.5) = 9829; 9830 = 2 * 5 * 983
+    EXPECT_EQ(z.conv_size, 2000);
+    EXPECT_EQ(z.inner, 500);
+    EXPECT_NEAR(z.dl, std::sin(s.cell_rad) * 4 * z.geom.grid_size / 2000.0, 1e-15);
+  }
+}
+
+TEST(WProjSizes, RealisticDataGiveHundredsOfPlanes) {
+  // 1.05 * 10000 * sin(4096 arcsec) = 208.5
+  Observation obs;
+  obs.max_abs_w = 10000, obs.min_abs_w = 10, obs.rms_abs_w = 2500;
+  const WProjSizes z = wproj_sizes(WProjSettings{8192, 1.0 * kArcsec, 1.2, 4, 0, 2000, 1e-3}, obs);
+  EXPECT_EQ(z.planes, 208);
+}
+
+TEST(WProjSizes, RejectsUnusableWStatistics) {
+  Observation obs;
+  obs.max_abs_w = std::nan("");
+  EXPECT_THROW(wproj_sizes(WProjSettings{512, 2 * kArcsec, 1.2, 4, 0, 2000, 1e-3}, obs), InputError);
+  obs.max_abs_w = 10, obs.min_abs_w = 20;
+  EXPECT_THROW(wproj_sizes(WProjSettings{512, 2 * kArcsec, 1.2, 4, 0, 2000, 1e-3}, obs), InputError);
+}
+
+TEST(WProjParams, ConfigureRejectsInconsistentParameters) {
+  const StageSpec spec = kernels_wproj_spec();
+  auto param_of = [&](Case c) -> std::string {
+    try {
+      StageHarness h(spec, "cpu", params_for(c));
+    } catch (const ParamError& e) {
+      return e.param();
+    }
+    return "";
+  };
+  Case c;
+  c.image_size = 41;
+  EXPECT_EQ(param_of(c), "image_size");
+  c = Case{};
+  c.oversample = 5;
+  EXPECT_EQ(param_of(c), "oversample");
+  c = Case{};
+  c.image_size = 4096, c.cell_arcsec = 3600;
+  EXPECT_EQ(param_of(c), "cell_arcsec");
+  c = Case{};
+  c.oversample = 8, c.max_conv_size = 16;  // no room for a support of 1
+  EXPECT_EQ(param_of(c), "max_conv_size");
+  EXPECT_EQ(param_of(Case{}), "");
+}
+
+// ---------------------------------------------------------------- the stack against a direct DFT
+
+TEST(WProjStack, MatchesDirectDftOfTheScreen) {
+  Case c;  // 40 pixels of 60": grid 48, conv_size 48, inner 12, 30 planes
+  SCOPED_TRACE(c.str());
+  auto ks = run_stage(c);
+  SCOPED_TRACE("supports " + supports(*ks));
+  expect_matches_reference(*ks, c);
+  EXPECT_EQ(ks->planes, 30);
+  EXPECT_GT(ks->support[ks->planes - 1], ks->support[0]) << "supports grow with w";
+  EXPECT_EQ(ks->support[ks->planes - 1], 5) << "the last planes reach the cap of the kept quarter";
+}
+
+TEST(WProjStack, MatchesDirectDftWithCappedFftGivenPlanesAndRmsScaling) {
+  Case c;
+  c.image_size = 32, c.cell_arcsec = 90, c.padding = 1.5, c.oversample = 2, c.max_conv_size = 40;
+  c.w_planes = 20, c.max_w = 3000, c.min_w = 0, c.rms_w = 2000;  // rms > mid: max_w scaled by 4/3
+  SCOPED_TRACE(c.str());
+  auto ks = run_stage(c);
+  SCOPED_TRACE("supports " + supports(*ks));
+  expect_matches_reference(*ks, c);
+  EXPECT_EQ(ks->conv_size, 40);
+}
+
+TEST(WProjStack, MatchesDirectDftOnRandomSettings) {
+  const unsigned seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  auto uni = [&](double a, double b) { return std::uniform_real_distribution<double>(a, b)(rng); };
+  auto pick = [&](int a, int b) { return std::uniform_int_distribution<int>(a, b)(rng); };
+  for (int trial = 0; trial < 3; ++trial) {
+    Case c;
+    c.image_size = 2 * pick(12, 32);
+    c.cell_arcsec = uni(20, 150);
+    c.padding = uni(1.0, 1.6);
+    c.oversample = 2 * pick(1, 4);
+    const int smallest = 3 * c.oversample + 4;
+    c.max_conv_size = pick(0, 2) == 0 ? pick(smallest, std::max(smallest, int(c.padding * c.image_size))) : 2000;
+    c.w_planes = pick(0, 3) == 0 ? pick(1, 40) : 0;
+    c.threshold = std::pow(10.0, uni(-4, -2));
+    c.max_w = pick(0, 5) == 0 ? 0.0 : uni(100, 5000);
+    c.min_w = uni(0, c.max_w);
+    c.rms_w = uni(c.min_w, c.max_w);
+    SCOPED_TRACE(c.str());
+    const StageSpec spec = kernels_wproj_spec();
+    try {
+      StageHarness probe(spec, "cpu", params_for(c));
+    } catch (const ParamError&) {
+      continue;  // e.g. a cap too small for the oversampling: covered by ConfigureRejectsInconsistentParameters
+    }
+    auto ks = run_stage(c);
+    SCOPED_TRACE("supports " + supports(*ks));
+    expect_matches_reference(*ks, c);
+  }
+}
+
+TEST(WProjStack, KernelsAreSymmetricInUAndV) {
+  Case c;
+  auto ks = run_stage(c);
+  for (int p = 0; p < ks->planes; ++p) {
+    const int S = ks->half_size(p);
+    const cfloat* k = ks->quarter.data() + ks->quarter_start[p];
+    const double peak = std::abs(k[0]);
+    double worst = 0;
+    for (int iy = 0; iy < S; ++iy)
+      for (int ix = 0; ix < iy; ++ix) worst = std::max(worst, double(std::abs(k[iy * S + ix] - k[ix * S + iy])));
+    EXPECT_LT(worst, 1e-6 * peak) << "plane " << p;
+  }
+}
+
+TEST(WProjStack, PlaneZeroIsRealWhereTheTaperIsEven) {
+  // conv_size = 2 * (inner/2) * oversample here, so the taper's unpaired first sample (index -inner/2)
+  // contributes only real values at integer offsets; elsewhere it bounds the imaginary part.
+  Case c;
+  auto ks = run_stage(c);
+  const RefStack r = reference(c);
+  ASSERT_EQ(r.conv, r.inner * c.oversample);
+  const int o = c.oversample, S = ks->half_size(0), s0 = ks->support[0];
+  const cfloat* k = ks->quarter.data();
+  double norm = 0, taper_sum = 0;
+  for (int iy = -s0; iy <= s0; ++iy)
+    for (int ix = -s0; ix <= s0; ++ix) norm += r.at(0, std::abs(iy) * o, std::abs(ix) * o).real();
+  for (double t : r.taper) taper_sum += t;
+  const double peak = std::abs(k[0]);
+  const double edge_bound = 2 * r.taper[0] * taper_sum / norm;
+  for (int iy = 0; iy < S; ++iy)
+    for (int ix = 0; ix < S; ++ix) {
+      if (iy % o == 0 && ix % o == 0)
+        EXPECT_LT(std::abs(k[iy * S + ix].imag()), 1e-6 * peak) << iy << ", " << ix;
+      else
+        EXPECT_LT(std::abs(k[iy * S + ix].imag()), edge_bound + 1e-6 * peak) << iy << ", " << ix;
+    }
+  EXPECT_LT(edge_bound, 2e-3 * peak) << "the unpaired sample is small";
+}
+
+// ---------------------------------------------------------------- cache
+
+void expect_identical(const KernelStack& a, const KernelStack& b) {
+  EXPECT_EQ(a.geom, b.geom);
+  EXPECT_EQ(a.oversample, b.oversample);
+  EXPECT_EQ(a.conv_size, b.conv_size);
+  EXPECT_EQ(a.planes, b.planes);
+  EXPECT_EQ(a.w_scale, b.w_scale);
+  EXPECT_EQ(a.max_w, b.max_w);
+  auto same = [](const auto& x, const auto& y) {
+    return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(*x.data())) == 0;
+  };
+  EXPECT_TRUE(same(a.support, b.support));
+  EXPECT_TRUE(same(a.quarter_start, b.quarter_start));
+  EXPECT_TRUE(same(a.quarter, b.quarter));
+  EXPECT_TRUE(same(a.rows_start, b.rows_start));
+  EXPECT_TRUE(same(a.rows, b.rows));
+  EXPECT_TRUE(same(a.footprint_sum, b.footprint_sum));
+}
+
+std::vector<std::filesystem::path> cache_files(const std::filesystem::path& dir) {
+  std::vector<std::filesystem::path> v;
+  for (auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().extension() == ".bin") v.push_back(e.path());
+  return v;
+}
+
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+void spit(const std::filesystem::path& p, const std::string& s) { std::ofstream(p, std::ios::binary) << s; }
+
+TEST(WProjCache, RoundTripIsBitIdentical) {
+  TempDir dir;
+  const std::string cache = (dir / "kernels").string();
+  Case c;
+  auto made = run_stage(c, cache);
+  auto files = cache_files(cache);
+  ASSERT_EQ(files.size(), 1u);
+  auto loaded = run_stage(c, cache);
+  expect_identical(*made, *loaded);
+  expect_matches_reference(*loaded, c);
+  // Another parameter set gets its own file.
+  Case other = c;
+  other.threshold = 2e-3;
+  run_stage(other, cache);
+  EXPECT_EQ(cache_files(cache).size(), 2u);
+}
+
+TEST(WProjCache, CorruptTruncatedOrMismatchedFilesAreRecomputed) {
+  TempDir dir;
+  const std::string cache = (dir / "kernels").string();
+  Case c;
+  auto made = run_stage(c, cache);
+  const auto file = cache_files(cache).at(0);
+  const std::string good = slurp(file);
+
+  std::string flipped = good;
+  flipped[flipped.size() / 2] ^= 0x10;  // one bit in the kernel values
+  spit(file, flipped);
+  auto again = run_stage(c, cache);
+  expect_identical(*made, *again);
+  EXPECT_EQ(slurp(file), good) << "the corrupt file is replaced";
+
+  spit(file, good.substr(0, good.size() / 3));
+  expect_identical(*made, *run_stage(c, cache));
+  EXPECT_EQ(slurp(file), good);
+
+  // A file of other parameters under this name (as after a hash collision).
+  Case other = c;
+  other.threshold = 2e-3;
+  TempDir dir2;
+  run_stage(other, (dir2 / "k").string());
+  spit(file, slurp(cache_files(dir2 / "k").at(0)));
+  expect_identical(*made, *run_stage(c, cache));
+  EXPECT_EQ(slurp(file), good);
+}
+
+TEST(WProjCache, ManyPlanesAreMeasuredOnceAndTheWisdomKept) {
+  // On one thread 64 planes are enough for the stage to measure its FFT plans and keep the wisdom.
+  tbb::global_control one_thread(tbb::global_control::max_allowed_parallelism, 1);
+  TempDir dir;
+  const std::string cache = (dir / "kernels").string();
+  Case c;
+  c.w_planes = 64;
+  auto made = run_stage(c, cache);
+  EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(cache) / "fftwf.wisdom"));
+  expect_matches_reference(*made, c);
+}
+
+TEST(WProjCache, EmptyCacheDirWritesNothing) {
+  TempDir dir;
+  const auto cwd = std::filesystem::current_path();
+  std::filesystem::current_path(dir.path());
+  run_stage(Case{}, "");
+  std::filesystem::current_path(cwd);
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+}
+
+}  // namespace
