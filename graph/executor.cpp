@@ -672,11 +672,12 @@ RunReport Executor::run() {
   for (auto& st : plan_.stages)
     if (st.backend == "cuda") {
       has_cuda_ = true;
-      if (device::count() == 0)
+      // Inserted transfers exist because of a cuda stage, which is reported itself.
+      if (device::count() == 0 && !st.inserted)
         env.push_back({st.pos, "stage '" + st.id + "' (" + st.spec->type + ") uses backend cuda, but " +
                                    (device::compiled() ? std::string("no CUDA device is available")
                                                        : std::string("uvflow was built without CUDA")) +
-                                   "; use --set " + (st.inserted ? "..." : st.id) + ".backend=cpu"});
+                                   "; use --set " + st.id + ".backend=cpu"});
     }
   if (!env.empty()) throw ConfigError(env);
   device_name_ = has_cuda_ ? device::describe(0) : "host";
@@ -786,13 +787,13 @@ std::string format_report(const RunReport& r) {
   std::ostringstream s;
   s << "run " << r.pipeline << " on " << r.device << ": " << std::fixed << std::setprecision(3) << r.wall_s
     << " s wall\n";
-  s << std::left << std::setw(26) << "stage" << std::setw(22) << "type" << std::setw(6) << "bknd" << std::right
+  s << std::left << std::setw(30) << "stage" << std::setw(24) << "type" << std::setw(6) << "bknd" << std::right
     << std::setw(7) << "items" << std::setw(11) << "wall ms" << std::setw(11) << "device ms" << std::setw(10)
     << "H->D MB" << std::setw(10) << "D->H MB" << std::setw(12) << "vis/s" << std::setw(13) << "updates/s" << "\n";
   double h2d = 0, d2h = 0;
   for (auto& m : r.stages) {
     double t = m.time_s();
-    s << std::left << std::setw(26) << m.id.substr(0, 25) << std::setw(22) << m.type.substr(0, 21) << std::setw(6)
+    s << std::left << std::setw(30) << m.id.substr(0, 29) << std::setw(24) << m.type.substr(0, 23) << std::setw(6)
       << m.backend << std::right << std::setw(7) << m.items_in << std::setw(11) << std::setprecision(2)
       << m.wall_s * 1e3 << std::setw(11);
     if (m.backend == "cuda") s << m.device_s * 1e3;

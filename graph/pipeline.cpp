@@ -103,6 +103,7 @@ class Loader {
   std::vector<Diagnostic> diags_;
   std::map<std::string, Override> overrides_;
   std::map<std::string, Val> vars_;
+  std::set<std::string> bad_params_;  // stage ids with a reported parameter error: not configured
   Plan plan_;
 };
 
@@ -501,6 +502,7 @@ void Loader::parse_stage(const YAML::Node& n,
       break;
     }
   }
+  const size_t errors_before = diags_.size();
   for (const auto& ps : st.spec->params) {
     auto it = given.find(ps.name);
     if (it == given.end()) {
@@ -512,6 +514,7 @@ void Loader::parse_stage(const YAML::Node& n,
     if (auto v = convert(ps, it->second, what + " parameter '" + ps.name + "'"))
       st.params.set(ps.name, *v);
   }
+  if (diags_.size() != errors_before) bad_params_.insert(st.id);
   // Inputs are linked once every stage is known.
   YAML::Node in = n["in"];
   if (in.IsDefined() && !is_map(in) && !is_null(in))
@@ -528,7 +531,9 @@ void Loader::link_inputs(Plan& plan, std::map<std::string, std::vector<std::pair
   for (auto& st : plan.stages) {
     if (!st.spec) continue;
     const std::string what = "stage '" + st.id + "' (" + st.spec->type + ")";
+    std::set<std::string> reported;  // inputs whose link was already reported as wrong
     for (auto& [port, v] : ins[st.id]) {
+      reported.insert(port);
       const PortSpec* ip = st.spec->input(port);
       if (!ip) {
         error(v.pos, what + ": unknown input '" + port + "'" + suggest(port, names_of(st.spec->inputs)) +
@@ -568,7 +573,7 @@ void Loader::link_inputs(Plan& plan, std::map<std::string, std::vector<std::pair
     }
     for (auto& ip : st.spec->inputs) {
       bool linked = std::any_of(st.inputs.begin(), st.inputs.end(), [&](auto& l) { return l.port == ip.name; });
-      if (!linked && !ip.optional)
+      if (!linked && !ip.optional && !reported.count(ip.name))
         error(st.pos, what + ": input '" + ip.name + "' (" + ip.type + ", " + to_string(ip.arity) +
                           ") is not connected; add 'in: {" + ip.name + ": STAGE}'");
     }
@@ -755,7 +760,7 @@ Plan Loader::load(const std::vector<std::string>& sets) {
   link_inputs(plan_, ins);
   // Each stage checks its parameters together.
   for (auto& st : plan_.stages) {
-    if (!st.spec) continue;
+    if (!st.spec || bad_params_.count(st.id)) continue;  // its values were reported already
     try {
       auto stage = st.spec->backend(st.backend)->make();
       stage->configure(st.params);

@@ -37,6 +37,7 @@ void write_file(const std::string& path, const std::string& text) {
 int main(int argc, char** argv) {
   CLI::App app{"uvflow: YAML dataflow pipelines for radio-astronomy imaging (oneTBB, CUDA)"};
   app.require_subcommand(1);
+  app.fallthrough();  // global options (--plugin, --plugin-path, -v, -q) may follow the subcommand too
   app.footer(
       "Exit codes: 0 ok, 2 usage, 3 invalid pipeline (nothing ran), 4 unusable input data,\n"
       "5 a stage failed, 6 internal error, 130 interrupted.");

@@ -11,6 +11,34 @@
 #include "stages/fft/fftw.hpp"
 
 namespace uvflow {
+
+void grid_to_image::check(const Grid& grid, Location where) {
+  const GridGeometry& g = grid.geom;
+  const int N = g.grid_size, n = g.image_size;
+  if (N <= 0 || N % 2 || n <= 0 || n % 2 || n > N)
+    throw std::runtime_error("fft.grid_to_image: grid of " + std::to_string(N) + " cells for an image of " +
+                             std::to_string(n) + " pixels: both must be even and the image no larger");
+  if (grid.cells.size() != std::size_t(N) * N || grid.totals.size() != 3)
+    throw std::runtime_error("fft.grid_to_image: grid holds " + std::to_string(grid.cells.size()) +
+                             " cells, its geometry says " + std::to_string(std::size_t(N) * N));
+  if (grid.location() != where || grid.cells.location() != where || grid.totals.location() != where)
+    throw std::runtime_error(std::string("fft.grid_to_image: this backend needs the grid in ") + to_string(where) +
+                             " memory");
+  if (!grid.obs) throw std::runtime_error("fft.grid_to_image: the grid carries no observation (sky coordinates)");
+}
+
+SkyWcs grid_to_image::sky_of(const Grid& grid) {
+  const Observation& obs = *grid.obs;
+  SkyWcs w;
+  w.ra_rad = obs.ra_rad;
+  w.dec_rad = obs.dec_rad;
+  w.cell_rad = grid.geom.cell_rad;
+  w.freq_hz = obs.ref_freq_hz;
+  w.telescope = obs.telescope;
+  w.date_obs = obs.date_obs;
+  return w;
+}
+
 namespace {
 
 class GridToImage : public Stage {
@@ -19,17 +47,9 @@ class GridToImage : public Stage {
 
   void process(Context& ctx) override {
     auto grid = ctx.in<Grid>("grid");
+    grid_to_image::check(*grid, Location::host);
     const GridGeometry& g = grid->geom;
     const int N = g.grid_size, n = g.image_size;
-    if (N <= 0 || N % 2 || n <= 0 || n % 2 || n > N)
-      throw std::runtime_error("fft.grid_to_image: grid of " + std::to_string(N) + " cells for an image of " +
-                               std::to_string(n) + " pixels: both must be even and the image no larger");
-    if (grid->cells.size() != std::size_t(N) * N || grid->totals.size() != 3)
-      throw std::runtime_error("fft.grid_to_image: grid holds " + std::to_string(grid->cells.size()) +
-                               " cells, its geometry says " + std::to_string(std::size_t(N) * N));
-    if (grid->location() != Location::host)
-      throw std::runtime_error("fft.grid_to_image: the cpu backend needs the grid in host memory");
-    if (!grid->obs) throw std::runtime_error("fft.grid_to_image: the grid carries no observation (sky coordinates)");
     const double norm = grid->norm();
     if (!(norm > 0) || !std::isfinite(norm))
       throw std::runtime_error("fft.grid_to_image: grid norm is " + std::to_string(norm) +
@@ -93,15 +113,7 @@ class GridToImage : public Stage {
       }
     });
 
-    const Observation& obs = *grid->obs;
-    SkyWcs w;
-    w.ra_rad = obs.ra_rad;
-    w.dec_rad = obs.dec_rad;
-    w.cell_rad = g.cell_rad;
-    w.freq_hz = obs.ref_freq_hz;
-    w.telescope = obs.telescope;
-    w.date_obs = obs.date_obs;
-    img->wcs = w;
+    img->wcs = grid_to_image::sky_of(*grid);
     ctx.emit("image", img);
   }
 
@@ -123,10 +135,15 @@ StageSpec fft_grid_to_image_spec() {
       "to the left as in FITS viewers and WSClean. Rows of the grid that hold no data and columns outside the crop "
       "are not transformed. The image carries the observation's phase centre, reference frequency, telescope and "
       "date, and the cell size, in JY/BEAM; apply image.grid_correct next. Tested pixel by pixel against a direct "
-      "double-precision DFT of the grid, and for the position and sign of a single grid cell's fringe.";
-  s.inputs = {{"grid", kGrid, Arity::once, Residency::host, "the accumulated uv grid and its norm"}};
-  s.outputs = {{"image", kImage, Arity::once, Residency::host, "the dirty image, before grid correction"}};
+      "double-precision DFT of the grid, and for the position and sign of a single grid cell's fringe. The cuda "
+      "backend does the same with cuFFT on the device-resident grid (a full transform: no pruning) and is tested "
+      "against the cpu backend.";
+  s.inputs = {{"grid", kGrid, Arity::once, Residency::backend, "the accumulated uv grid and its norm"}};
+  s.outputs = {{"image", kImage, Arity::once, Residency::backend, "the dirty image, before grid correction"}};
   s.backends = {{"cpu", [] { return std::make_unique<GridToImage>(); }}};
+#ifdef UVFLOW_WITH_CUDA
+  s.backends.push_back({"cuda", make_grid_to_image_cuda});
+#endif
   s.concurrency = Concurrency::serial;
   return s;
 }

@@ -12,10 +12,27 @@
 // viewers and WSClean show it. The grid correction is a separate stage (image.grid_correct).
 #pragma once
 
+#include <memory>
+
+#include "runtime/payloads/grid.hpp"
+#include "runtime/payloads/image.hpp"
 #include "runtime/stage.hpp"
 
 namespace uvflow {
 
 StageSpec fft_grid_to_image_spec();
+
+#ifdef UVFLOW_WITH_CUDA
+std::unique_ptr<Stage> make_grid_to_image_cuda();  // stages/fft/grid_to_image.cu
+#endif
+
+// Shared by both backends.
+namespace grid_to_image {
+// Throws unless the geometry is usable (even sizes, image no larger than the grid), the arrays
+// match it, the grid is at `where` and carries its observation. Reads no array contents.
+void check(const Grid& grid, Location where);
+// The image's sky coordinates: the observation's phase centre, frequency, telescope and date.
+SkyWcs sky_of(const Grid& grid);
+}  // namespace grid_to_image
 
 }  // namespace uvflow

@@ -10,10 +10,26 @@
 // (stages/kernels/spheroidal.hpp).
 #pragma once
 
+#include <memory>
+
+#include "runtime/payloads/image.hpp"
+#include "runtime/payloads/kernels.hpp"
 #include "runtime/stage.hpp"
 
 namespace uvflow {
 
 StageSpec image_grid_correct_spec();
+
+#ifdef UVFLOW_WITH_CUDA
+// stages/image/grid_correct.cu; sinc_power as stages/kernels/spheroidal.hpp's grid_correction.
+std::unique_ptr<Stage> make_grid_correct_cuda();
+#endif
+
+namespace grid_correct {
+// Throws unless the image is square with the kernels' image size and lives at `where`.
+void check(const Image& img, const KernelStack& ks, Location where);
+// The `table_correction` parameter as a power of the sinc.
+int sinc_power(const Params& p);
+}  // namespace grid_correct
 
 }  // namespace uvflow

@@ -1,0 +1,86 @@
+// fft.grid_to_image, cuda backend: the same steps as the cpu backend on the device-resident grid.
+// Scale by 1/norm (read from the grid's device totals, so the host never waits for it) and centre
+// with (-1)^(u+v) into a work copy, cuFFT forward in place, then keep the real part of the central
+// crop with the second (-1)^(x+y).
+#include <cuda_runtime.h>
+#include <cufft.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "stages/fft/grid_to_image.hpp"
+
+namespace uvflow {
+namespace {
+
+void check_cufft(cufftResult r, const char* what) {
+  if (r != CUFFT_SUCCESS) throw std::runtime_error(std::string("cuFFT error ") + std::to_string(int(r)) + " in " + what);
+}
+
+__global__ void scale_and_centre(const float2* cells, const double* totals, float2* out, int N) {
+  const float inv = float(1.0 / totals[0]);
+  const std::int64_t n = std::int64_t(N) * N;
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n; i += std::int64_t(gridDim.x) * blockDim.x) {
+    const int u = int(i % N), v = int(i / N);
+    const float s = ((u + v) & 1) ? -inv : inv;
+    const float2 c = cells[i];
+    out[i] = make_float2(c.x * s, c.y * s);
+  }
+}
+
+__global__ void crop_real(const float2* buf, float* img, int N, int n) {
+  const int off = (N - n) / 2;
+  const std::int64_t total = std::int64_t(n) * n;
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < total; i += std::int64_t(gridDim.x) * blockDim.x) {
+    const int x = int(i % n), y = int(i / n);
+    const float re = buf[std::int64_t(y + off) * N + x + off].x;
+    img[i] = ((x + y) & 1) ? -re : re;
+  }
+}
+
+class GridToImageCuda : public Stage {
+ public:
+  ~GridToImageCuda() override {
+    if (plan_size_) cufftDestroy(plan_);
+  }
+
+  void process(Context& ctx) override {
+    auto grid = ctx.in<Grid>("grid");
+    grid_to_image::check(*grid, Location::device);
+    const int N = grid->geom.grid_size, n = grid->geom.image_size;
+    const device::Stream& stream = ctx.stream();
+    auto s = static_cast<cudaStream_t>(stream.native());
+    if (plan_size_ != N) {
+      if (plan_size_) cufftDestroy(plan_);
+      plan_size_ = 0;
+      check_cufft(cufftPlan2d(&plan_, N, N, CUFFT_C2C), "cufftPlan2d");
+      plan_size_ = N;
+    }
+    check_cufft(cufftSetStream(plan_, s), "cufftSetStream");
+    auto work = Array<cfloat>::device(std::size_t(N) * N, stream);
+    const int threads = 256, blocks = 4 * 132 * 8;
+    scale_and_centre<<<blocks, threads, 0, s>>>(reinterpret_cast<const float2*>(grid->cells.data()), grid->totals.data(),
+                                                reinterpret_cast<float2*>(work.data()), N);
+    device::check_launch("fft.grid_to_image: scale_and_centre");
+    auto* w = reinterpret_cast<cufftComplex*>(work.data());
+    check_cufft(cufftExecC2C(plan_, w, w, CUFFT_FORWARD), "cufftExecC2C");
+    auto img = std::make_shared<Image>();
+    img->nx = img->ny = n;
+    img->pixels = Array<float>::device(std::size_t(n) * n, stream);
+    crop_real<<<blocks, threads, 0, s>>>(reinterpret_cast<const float2*>(work.data()), img->pixels.data(), N, n);
+    device::check_launch("fft.grid_to_image: crop_real");
+    work.storage()->set_last_writer(stream.record());  // released after the crop has read it
+    img->wcs = grid_to_image::sky_of(*grid);
+    ctx.emit("image", img);
+  }
+
+ private:
+  cufftHandle plan_{};
+  int plan_size_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Stage> make_grid_to_image_cuda() { return std::make_unique<GridToImageCuda>(); }
+
+}  // namespace uvflow

@@ -1,0 +1,53 @@
+// image.grid_correct, cuda backend: the correction factors are evaluated on the device (the same
+// host/device function as the cpu backend, stages/kernels/spheroidal.hpp), then applied.
+#include <cuda_runtime.h>
+
+#include "stages/image/grid_correct.hpp"
+#include "stages/kernels/spheroidal.hpp"
+
+namespace uvflow {
+namespace {
+
+__global__ void correction_factors(double* corr, int n, int grid_size, int oversample, int sinc_power) {
+  const int off = (grid_size - n) / 2;
+  for (int x = blockIdx.x * blockDim.x + threadIdx.x; x < n; x += gridDim.x * blockDim.x)
+    corr[x] = grid_correction(x + off, grid_size, oversample, sinc_power);
+}
+
+__global__ void apply(const float* in, const double* corr, float* out, int n) {
+  const std::int64_t total = std::int64_t(n) * n;
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < total; i += std::int64_t(gridDim.x) * blockDim.x)
+    out[i] = float(in[i] * (corr[i / n] * corr[i % n]));
+}
+
+class GridCorrectCuda : public Stage {
+ public:
+  void configure(const Params& p) override { sinc_power_ = grid_correct::sinc_power(p); }
+
+  void process(Context& ctx) override {
+    auto in = ctx.in<Image>("image");
+    auto ks = ctx.in<KernelStack>("kernels");
+    grid_correct::check(*in, *ks, Location::device);
+    const int n = ks->geom.image_size;
+    const device::Stream& stream = ctx.stream();
+    auto s = static_cast<cudaStream_t>(stream.native());
+    auto corr = Array<double>::device(n, stream);
+    correction_factors<<<(n + 255) / 256, 256, 0, s>>>(corr.data(), n, ks->geom.grid_size, ks->oversample, sinc_power_);
+    device::check_launch("image.grid_correct: correction_factors");
+    auto out = std::make_shared<Image>(*in);
+    out->pixels = Array<float>::device(std::size_t(n) * n, stream);
+    apply<<<4 * 132 * 8, 256, 0, s>>>(in->pixels.data(), corr.data(), out->pixels.data(), n);
+    device::check_launch("image.grid_correct: apply");
+    corr.storage()->set_last_writer(stream.record());  // released after `apply` has read it
+    ctx.emit("image", out);
+  }
+
+ private:
+  int sinc_power_ = 1;
+};
+
+}  // namespace
+
+std::unique_ptr<Stage> make_grid_correct_cuda() { return std::make_unique<GridCorrectCuda>(); }
+
+}  // namespace uvflow
