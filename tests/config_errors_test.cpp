@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "graph/pipeline.hpp"
+#include "tests/support/source_dir.hpp"
 
 using namespace uvflow;
 
@@ -11,7 +12,7 @@ namespace {
 std::vector<std::string> diagnostics(const std::string& name, std::vector<std::string> sets = {}) {
   Registry reg;
   register_builtin_stages(reg);
-  const std::string file = std::string(UVFLOW_TEST_CONFIGS) + "/" + name;
+  const std::string file = (test::source_dir() / "tests/configs" / name).string();
   try {
     load_plan(file, sets, reg);
   } catch (const ConfigError& e) {
@@ -98,6 +99,6 @@ TEST(ConfigErrors, OverridesAreCheckedLikeTheFile) {
 TEST(ConfigErrors, ValidPipelinesHaveNone) {
   Registry reg;
   register_builtin_stages(reg);
-  for (auto& e : std::filesystem::directory_iterator(UVFLOW_PIPELINES))
+  for (auto& e : std::filesystem::directory_iterator(test::source_dir() / "pipelines"))
     if (e.path().extension() == ".yaml") EXPECT_NO_THROW(load_plan(e.path(), {}, reg)) << e.path();
 }

@@ -13,6 +13,7 @@
 #include "stages/fft/grid_to_image.hpp"
 #include "stages/image/grid_correct.hpp"
 #include "tests/support/fits_read.hpp"
+#include "tests/support/source_dir.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using namespace uvflow;
@@ -107,7 +108,7 @@ TEST_F(GpuImaging, DirtyImageGpuPipelineMatchesCpuAndCrossesTheBusOnceEachWay) {
   test::TempDir dir;
   Registry reg;
   register_builtin_stages(reg);
-  const std::filesystem::path file = std::filesystem::path(UVFLOW_PIPELINES) / "dirty_image_gpu.yaml";
+  const std::filesystem::path file = test::source_dir() / "pipelines/dirty_image_gpu.yaml";
   const std::vector<std::string> common = {"fits.path=" + (dir / "gpu.fits").string(), "png.path=" + (dir / "gpu.png").string(),
                                            "run.report=", "kernels.cache_dir="};
   RunReport r = run_plan(load_plan(file, common, reg));

@@ -247,8 +247,7 @@ class Simulate : public Stage {
       }
     });
     if (noise_jy_ > 0) add_noise(first_dump, dumps, vis);
-    // One update per source term, as a direct sum would count them.
-    ctx.add_work({.visibilities = double(n), .updates = double(n) * double(sources())});
+    ctx.add_work({.visibilities = double(n)});  // "updates" are gridding kernel points: none here
     ctx.emit("vis", block);
   }
 

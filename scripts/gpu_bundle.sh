@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Packs what the lent H100 machine needs to run uvflow's GPU tests and benchmarks: the binaries
+# built here (sm_90) and every non-system library they load. That machine has CUDA but none of our
+# Debian libraries (../shared/GPU.md); the repository itself travels with each device call, so the
+# bundle holds binaries only. Writes .gpu/uvflow-gpu.tgz (.gpu/ is ignored by git and named in the
+# device tool's `carry`). On the device, from the repository root:
+#   tar xzf .gpu/uvflow-gpu.tgz -C /tmp && export UVFLOW_SOURCE_DIR=$PWD
+#   /tmp/uvflow-gpu/run uvflow run pipelines/dirty_image_gpu.yaml
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${BUILD:-build}
+rm -rf .gpu/stage && mkdir -p .gpu/stage
+bins=("$build/uvflow")
+for t in "$build"/tests/*_test "$build"/bench/*; do
+  [[ -f $t && -x $t ]] && bins+=("$t")
+done
+extra=()
+for so in "$build"/tests/plugins/*.so; do extra+=(-l "$so"); done
+../shared/tools/bundle-libs.sh -o .gpu/stage/uvflow-gpu "${extra[@]}" "${bins[@]}"
+tar czf .gpu/uvflow-gpu.tgz -C .gpu/stage uvflow-gpu
+du -h .gpu/uvflow-gpu.tgz
