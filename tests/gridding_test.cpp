@@ -373,10 +373,10 @@ TEST(TilesCountBucketSort, BoxLayoutAndCountsMatchBruteForce) {
           EXPECT_EQ(l.count(), 0);
           continue;
         }
-        EXPECT_EQ(box.u_min, u_min);
-        EXPECT_EQ(box.u_max, u_max);
-        EXPECT_EQ(box.v_min, v_min);
-        EXPECT_EQ(box.v_max, v_max);
+        EXPECT_EQ(box.u_min(), u_min);
+        EXPECT_EQ(box.u_max(), u_max);
+        EXPECT_EQ(box.v_min(), v_min);
+        EXPECT_EQ(box.v_max(), v_max);
         // The layout: fixed alignment, the smallest covering the box, centre tile holds the centre.
         EXPECT_EQ(l.tile_u, t.tile_u);
         EXPECT_EQ(l.tile_v, t.tile_v);
@@ -454,7 +454,9 @@ TEST(TilesCountBucketSort, InputsFromDifferentBlocksAreRejected) {
   EXPECT_THROW(bucket.process({{"vis", a.placed[0]}, {"counts", b.counts[0]}}), InputError);
   StageHarness count(tiles_count_spec(), "cpu", {{"tile_u", std::int64_t(16)}, {"tile_v", std::int64_t(16)}});
   auto moved = std::make_shared<BoundingBox>(*a.boxes[0]);
-  moved->u_min = moved->u_max;  // one column of tiles
+  moved->range = Array<std::int32_t>::host(4);  // a box of its own, not the shared one
+  std::copy(a.boxes[0]->range.begin(), a.boxes[0]->range.end(), moved->range.begin());
+  moved->range[0] = moved->range[1];  // u_min = u_max: one column of tiles
   EXPECT_THROW(count.process({{"vis", a.placed[0]}, {"box", moved}}), InputError);
   StageHarness box(uvw_bounding_box_spec(), "cpu");
   EXPECT_THROW(box.process({{"vis", make_block(*ks, random_vis(rng, *ks, 10))}}), InputError);  // not placed

@@ -9,12 +9,18 @@
 namespace uvflow {
 
 inline constexpr char kBoundingBox[] = "BoundingBox";
-// Inclusive grid-cell range touched by the block's footprints; empty when u_min > u_max.
+// Inclusive grid-cell range touched by the block's footprints, in an array so that a device
+// stage computes it without a host round trip; empty when u_min > u_max.
 struct BoundingBox : PayloadOf<BoundingBox, kBoundingBox> {
   std::int64_t index = 0;
-  int u_min = 1, u_max = 0, v_min = 1, v_max = 0;
-  bool empty() const { return u_min > u_max || v_min > v_max; }
-  template <class F> void each_array(F&&) {}
+  Array<std::int32_t> range;  // [u_min, u_max, v_min, v_max]
+  // Host boxes only.
+  int u_min() const { return range[0]; }
+  int u_max() const { return range[1]; }
+  int v_min() const { return range[2]; }
+  int v_max() const { return range[3]; }
+  bool empty() const { return u_min() > u_max() || v_min() > v_max(); }
+  template <class F> void each_array(F&& f) { f(range); }
 };
 
 // Tiles of tile_u x tile_v cells; the grid centre sits in the middle of tile (centre_u, centre_v).

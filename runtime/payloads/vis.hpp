@@ -50,12 +50,15 @@ struct VisBlock : PayloadOf<VisBlock, kVisBlock> {
   Array<float> uu, vv, ww;         // wavelengths, UVW = antenna2 - antenna1
   Array<cfloat> vis;               // V = S exp(+2 pi i (u l + v m + w (n - 1)))
   Array<float> weight;
-  // Set by uvw.w_sort: the block sorted by w-plane, visibilities that would leave the grid
-  // removed and counted in `skipped`, and the size of the grid the coords index (its centre
-  // fixes the tile alignment). A placed block may be empty: all its visibilities were skipped.
+  // Set by uvw.w_sort: the block sorted by w-plane, the size of the grid the coords index (its
+  // centre fixes the tile alignment) and the kernel stack's largest support (it bounds how many
+  // tiles a footprint meets). Visibilities that would leave the grid are counted in `skipped`
+  // and removed (cpu), or kept at the end of the block with coords.plane = -1 (cuda: the block
+  // size stays host-known, no round trip); every consumer skips plane < 0 and gridders count it.
   Array<GridCoord> coords;
   std::int64_t skipped = 0;
   int grid_size = 0;
+  int max_support = 0;
 
   std::size_t size() const { return vis.size(); }
   bool placed() const { return grid_size > 0 && coords.size() == vis.size(); }

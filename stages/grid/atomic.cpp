@@ -81,7 +81,8 @@ class AtomicCpu final : public Stage {
     auto vis = ctx.in<VisBlock>("vis");
     auto ks = ctx.in<KernelStack>("kernels");
     grid_atomic::check_inputs(*vis, *ks, Location::host);
-    const GridPlacer placer(*ks);
+    const Placement placement = Placement::of(*ks);
+    const std::int32_t* support = ks->support.data();
     const int last = ks->planes - 1;
     const std::int64_t last_size = ks->half_size(last);
     if (std::int64_t(ks->quarter.size()) < ks->quarter_start[last] + last_size * last_size)
@@ -103,11 +104,11 @@ class AtomicCpu final : public Stage {
         [&](const tbb::blocked_range<std::size_t>& r, Tally t) {
           for (std::size_t i = r.begin(); i != r.end(); ++i) {
             GridCoord c;
-            const GridPlacer::Result where = placer.place(uu[i], vv[i], ww[i], c);
-            if (where == GridPlacer::Result::invalid)
+            const Placed where = place(placement, support, uu[i], vv[i], ww[i], c);
+            if (where == Placed::invalid)
               throw InputError("block " + std::to_string(vis->index) + ", visibility " + std::to_string(i) +
                                ": uvw is not finite");
-            if (where == GridPlacer::Result::outside) {
+            if (where == Placed::outside) {
               t.skipped += 1;
               continue;
             }
@@ -125,7 +126,7 @@ class AtomicCpu final : public Stage {
                 std::atomic_ref<float>(row[2 * k + 1]).fetch_add(vi * cr + vr * ci, std::memory_order_relaxed);
               }
             }
-            t.norm += double(wt[i]) * fsum[grid_atomic::footprint_index(c, o)];
+            t.norm += double(wt[i]) * fsum[footprint_index(c, o)];
             t.gridded += 1;
             t.updates += double(2 * s + 1) * (2 * s + 1);
           }

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "stages/grid/atomic.hpp"
+#include "stages/uvw/placement.hpp"
 
 namespace uvflow {
 namespace {
@@ -15,37 +16,8 @@ namespace {
 constexpr int kWarpsPerBlock = 8;
 constexpr int kWarp = 32;
 
-// What placing a visibility needs, copied out of the KernelStack.
-struct Geometry {
-  double scale, w_scale;
-  int grid_size, planes, oversample;
-};
-
-// GridPlacer::place (stages/uvw/w_sort.hpp) for device code, operation for operation, so both
-// backends place every visibility alike (the GPU test compares them). Non-finite uvw, which the
-// host placer reports as an error, are skipped: a kernel cannot throw.
-__device__ bool place(const Geometry& g, const std::int32_t* support, float uu, float vv, float ww, GridCoord& c) {
-  const double pos_u = -double(uu) * g.scale, pos_v = double(vv) * g.scale;
-  const double w_index = std::sqrt(std::fabs(double(ww) * g.w_scale));
-  if (!(std::isfinite(pos_u) && std::isfinite(pos_v) && std::isfinite(w_index))) return false;
-  if (std::fabs(pos_u) >= g.grid_size || std::fabs(pos_v) >= g.grid_size) return false;
-  const double round_u = std::round(pos_u), round_v = std::round(pos_v);
-  const int grid_u = int(round_u) + g.grid_size / 2, grid_v = int(round_v) + g.grid_size / 2;
-  const int plane = int(std::min(std::round(w_index), double(g.planes - 1)));
-  const int s = support[plane];
-  if (grid_u - s < 0 || grid_u + s >= g.grid_size || grid_v - s < 0 || grid_v + s >= g.grid_size) return false;
-  c.u = grid_u;
-  c.v = grid_v;
-  c.plane = std::int16_t(plane);
-  c.off_u = std::int8_t(std::round((round_u - pos_u) * g.oversample));
-  c.off_v = std::int8_t(std::round((round_v - pos_v) * g.oversample));
-  c.conj = ww > 0;
-  c.support = std::int16_t(s);
-  return true;
-}
-
 struct Args {
-  Geometry g;
+  Placement g;
   std::int64_t n;
   const float *uu, *vv, *ww, *weight;
   const float2* vis;
@@ -65,7 +37,8 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock) grid_atomic_kernel(cons
   double norm = 0, gridded = 0, skipped = 0;
   for (std::int64_t i = std::int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.y; i < a.n; i += warps) {
     GridCoord p;
-    if (!place(a.g, a.support, a.uu[i], a.vv[i], a.ww[i], p)) {
+    // A kernel cannot throw: non-finite uvw, an error on the host, count as skipped here.
+    if (place(a.g, a.support, a.uu[i], a.vv[i], a.ww[i], p) != Placed::inside) {
       skipped += 1;
       continue;
     }
@@ -91,7 +64,7 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock) grid_atomic_kernel(cons
 #endif
       }
     }
-    norm += double(w) * a.footprint_sum[grid_atomic::footprint_index(p, o)];
+    norm += double(w) * a.footprint_sum[footprint_index(p, o)];
     gridded += 1;
   }
   // One double atomic per block and total, not one per visibility on three hot addresses.

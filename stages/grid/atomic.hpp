@@ -10,7 +10,7 @@
 //             cuda one warp per visibility, its lanes across k, atomicAdd on float cells (one
 //                  float2 atomic per cell on sm_90); only in a build with CUDA
 //
-// Each visibility is placed as Listing 1 does (GridPlacer, stages/uvw/w_sort.hpp); one whose
+// Each visibility is placed as Listing 1 does (place(), stages/uvw/placement.hpp); one whose
 // footprint leaves the grid is skipped and counted. Grid::totals = [norm, gridded, skipped], norm
 // from KernelStack::footprint_sum.
 #pragma once
@@ -20,12 +20,6 @@
 
 #include "runtime/payloads/kernels.hpp"
 #include "runtime/stage.hpp"
-
-#if defined(__CUDACC__)
-#define UVFLOW_GRID_ATOMIC_HD __host__ __device__
-#else
-#define UVFLOW_GRID_ATOMIC_HD
-#endif
 
 namespace uvflow {
 
@@ -42,12 +36,6 @@ namespace grid_atomic {
 // visibility, the kernel stack's arrays match its planes, and all of them are at `where` (the
 // backend's side). Reads no array contents, so it serves device inputs too.
 void check_inputs(const VisBlock& vis, const KernelStack& ks, Location where);
-
-// Index into KernelStack::footprint_sum of a placed visibility.
-UVFLOW_GRID_ATOMIC_HD inline std::int64_t footprint_index(const GridCoord& c, int oversample) {
-  const int o1 = oversample + 1, h = oversample / 2;
-  return (std::int64_t(c.plane) * o1 + c.off_v + h) * o1 + c.off_u + h;
-}
 
 }  // namespace grid_atomic
 }  // namespace uvflow

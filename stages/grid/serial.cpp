@@ -24,7 +24,7 @@ class SerialGridder : public Stage {
     auto block = ctx.in<VisBlock>("vis");
     auto ks = ctx.in<KernelStack>("kernels");
     check_arrays(*block);
-    const GridPlacer placer(*ks);
+    const Placement placement = Placement::of(*ks);
     check_quarter(*ks);
     if (!grid_) grid_ = std::make_shared<Grid>(Grid::zeros_on_host(ks->geom, block->obs));
 
@@ -38,11 +38,11 @@ class SerialGridder : public Stage {
     std::int64_t gridded = 0, skipped = block->skipped;
     for (std::size_t i = 0; i < block->size(); ++i) {
       GridCoord c;
-      const GridPlacer::Result r = placer.place(uu[i], vv[i], ww[i], c);
-      if (r == GridPlacer::Result::invalid)
+      const Placed r = place(placement, ks->support.host_data(), uu[i], vv[i], ww[i], c);
+      if (r == Placed::invalid)
         throw InputError("block " + std::to_string(block->index) + ", visibility " + std::to_string(i) +
                          ": uvw is not finite");
-      if (r == GridPlacer::Result::outside) {
+      if (r == Placed::outside) {
         ++skipped;
         continue;
       }

@@ -155,9 +155,9 @@ class TiledGridder : public Stage {
     const Sums sums = block_sums(block, *ks);
     grid_tiles(*buckets, *ks);
     grid_->totals[0] += sums.norm;
-    grid_->totals[1] += double(block.size());
-    grid_->totals[2] += double(block.skipped);
-    ctx.add_work({.visibilities = double(block.size()), .updates = sums.updates});
+    grid_->totals[1] += sums.gridded;
+    grid_->totals[2] += double(block.skipped) + sums.outside;
+    ctx.add_work({.visibilities = sums.gridded, .updates = sums.updates});
   }
 
   void finish(Context& ctx) override {
@@ -167,7 +167,7 @@ class TiledGridder : public Stage {
 
  private:
   struct Sums {
-    double norm = 0, updates = 0;
+    double norm = 0, updates = 0, gridded = 0, outside = 0;
   };
 
   // The block's norm (weight times the footprint's sum of Re C, per visibility) and its updates;
@@ -184,18 +184,25 @@ class TiledGridder : public Stage {
           for (std::size_t i = r.begin(); i < r.end(); ++i) {
             const GridCoord& c = coords[i];
             const int s = c.support;
-            if (c.plane < 0 || c.plane >= planes || s != support[c.plane] || std::abs(c.off_u) > half ||
+            if (c.plane < 0) {  // marked outside the grid (a block placed on the device)
+              sums.outside += 1;
+              continue;
+            }
+            if (c.plane >= planes || s != support[c.plane] || std::abs(c.off_u) > half ||
                 std::abs(c.off_v) > half || c.u - s < 0 || c.v - s < 0 || c.u + s >= grid_size || c.v + s >= grid_size)
               throw InputError("block " + std::to_string(block.index) + ", visibility " + std::to_string(i) +
                                ": its coords do not fit these kernels and grid (placed with another kernel stack?)");
-            sums.norm += weight[i] * footprint_sum[(std::size_t(c.plane) * (o + 1) + c.off_v + half) * (o + 1) + c.off_u + half];
+            sums.norm += weight[i] * footprint_sum[footprint_index(c, o)];
             sums.updates += double(2 * s + 1) * (2 * s + 1);
+            sums.gridded += 1;
           }
           return sums;
         },
         [](Sums a, const Sums& b) {
           a.norm += b.norm;
           a.updates += b.updates;
+          a.gridded += b.gridded;
+          a.outside += b.outside;
           return a;
         });
   }

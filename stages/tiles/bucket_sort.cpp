@@ -55,6 +55,7 @@ class BucketSort : public Stage {
     std::vector<std::int64_t> cursor(chunks * tiles, 0);  // [chunk][tile]
     auto each_pair = [&](std::size_t k, auto&& f) {
       for (std::size_t i = k * chunk, end = std::min(n, i + chunk); i < end; ++i) {
+        if (c[i].plane < 0) continue;  // outside the grid (a block placed on the device)
         const TileSpan s = tiles_met(l, c[i]);
         if (!s.within(l))
           throw InputError(block + ", visibility " + std::to_string(i) + ": footprint leaves the tile layout " +

@@ -25,11 +25,11 @@ TileLayout tile_layout(const BoundingBox& box, int grid_size, int tile_u, int ti
     l.origin_v = edge_v;
     return l;
   }
-  const int first_u = floor_div(box.u_min - edge_u, tile_u), first_v = floor_div(box.v_min - edge_v, tile_v);
+  const int first_u = floor_div(box.u_min() - edge_u, tile_u), first_v = floor_div(box.v_min() - edge_v, tile_v);
   l.origin_u = edge_u + first_u * tile_u;
   l.origin_v = edge_v + first_v * tile_v;
-  l.ntiles_u = floor_div(box.u_max - l.origin_u, tile_u) + 1;
-  l.ntiles_v = floor_div(box.v_max - l.origin_v, tile_v) + 1;
+  l.ntiles_u = floor_div(box.u_max() - l.origin_u, tile_u) + 1;
+  l.ntiles_v = floor_div(box.v_max() - l.origin_v, tile_v) + 1;
   l.centre_u = -first_u;
   l.centre_v = -first_v;
   return l;
@@ -62,6 +62,7 @@ class TileCount : public Stage {
     tbb::parallel_for(tbb::blocked_range<std::size_t>(0, vis->size(), 4096), [&](const tbb::blocked_range<std::size_t>& r) {
       std::int32_t* count = local.local().data();
       for (std::size_t i = r.begin(); i < r.end(); ++i) {
+        if (c[i].plane < 0) continue;  // outside the grid (a block placed on the device)
         const TileSpan s = tiles_met(l, c[i]);
         if (!s.within(l))
           throw InputError("block " + std::to_string(vis->index) + ", visibility " + std::to_string(i) +

@@ -29,6 +29,7 @@ class BoundingBoxStage : public Stage {
         tbb::blocked_range<std::size_t>(0, vis->size(), 16384), Extent{},
         [&](const tbb::blocked_range<std::size_t>& r, Extent e) {
           for (std::size_t i = r.begin(); i < r.end(); ++i) {
+            if (c[i].plane < 0) continue;  // outside the grid (a block placed on the device)
             e.u_min = std::min(e.u_min, c[i].u - c[i].support);
             e.u_max = std::max(e.u_max, c[i].u + c[i].support);
             e.v_min = std::min(e.v_min, c[i].v - c[i].support);
@@ -39,12 +40,10 @@ class BoundingBoxStage : public Stage {
         [](const Extent& a, const Extent& b) { return a.merged(b); });
     auto box = std::make_shared<BoundingBox>();
     box->index = vis->index;
-    if (vis->size() > 0) {
-      box->u_min = e.u_min;
-      box->u_max = e.u_max;
-      box->v_min = e.v_min;
-      box->v_max = e.v_max;
-    }
+    box->range = Array<std::int32_t>::host(4);
+    const bool none = e.u_min > e.u_max;  // no visibility inside the grid
+    const std::int32_t r[4] = {none ? 1 : e.u_min, none ? 0 : e.u_max, none ? 1 : e.v_min, none ? 0 : e.v_max};
+    std::copy(r, r + 4, box->range.begin());
     ctx.add_work({.visibilities = double(vis->size())});
     ctx.emit("box", box);
   }

@@ -2,6 +2,7 @@
 
 #include <oneapi/tbb/parallel_for.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -10,29 +11,26 @@
 
 namespace uvflow {
 
-GridPlacer::GridPlacer(const KernelStack& ks)
-    : scale_(ks.geom.scale()),
-      w_scale_(ks.w_scale),
-      grid_size_(ks.geom.grid_size),
-      centre_(ks.geom.centre()),
-      planes_(ks.planes),
-      oversample_(ks.oversample),
-      support_(ks.support.host_data()) {
+Placement Placement::of(const KernelStack& ks) {
+  Placement p{ks.geom.scale(), ks.w_scale, ks.geom.grid_size, ks.planes, ks.oversample};
   auto bad = [](const std::string& why) { throw InputError("kernel stack: " + why); };
-  if (grid_size_ <= 0 || grid_size_ % 2) bad("grid_size must be even and positive, is " + std::to_string(grid_size_));
+  if (p.grid_size <= 0 || p.grid_size % 2) bad("grid_size must be even and positive, is " + std::to_string(p.grid_size));
   if (!(ks.geom.cell_rad > 0 && std::isfinite(ks.geom.cell_rad)))
     bad("cell_rad must be finite and positive, is " + std::to_string(ks.geom.cell_rad));
   // GridCoord holds the offsets in 8 bits and the plane and support in 16.
-  if (oversample_ < 2 || oversample_ % 2 || oversample_ > 254)
-    bad("oversample must be even, in [2, 254], is " + std::to_string(oversample_));
-  if (planes_ < 1 || planes_ > INT16_MAX) bad("planes must be in [1, 32767], is " + std::to_string(planes_));
-  if (std::int64_t(ks.support.size()) != planes_)
-    bad("support has " + std::to_string(ks.support.size()) + " values for " + std::to_string(planes_) + " planes");
-  if (!(w_scale_ >= 0 && std::isfinite(w_scale_))) bad("w_scale must be finite and >= 0, is " + std::to_string(w_scale_));
-  for (int p = 0; p < planes_; ++p)
-    if (support_[p] < 0 || 2 * std::int64_t(support_[p]) + 1 > grid_size_ || support_[p] > INT16_MAX)
-      bad("support of plane " + std::to_string(p) + " is " + std::to_string(support_[p]) + ", the grid has " +
-          std::to_string(grid_size_) + " cells");
+  if (p.oversample < 2 || p.oversample % 2 || p.oversample > 254)
+    bad("oversample must be even, in [2, 254], is " + std::to_string(p.oversample));
+  if (p.planes < 1 || p.planes > INT16_MAX) bad("planes must be in [1, 32767], is " + std::to_string(p.planes));
+  if (std::int64_t(ks.support.size()) != p.planes)
+    bad("support has " + std::to_string(ks.support.size()) + " values for " + std::to_string(p.planes) + " planes");
+  if (!(p.w_scale >= 0 && std::isfinite(p.w_scale))) bad("w_scale must be finite and >= 0, is " + std::to_string(p.w_scale));
+  // The supports are checked where they are readable; a device stack's were checked on the host.
+  if (ks.support.location() == Location::host)
+    for (int i = 0; i < p.planes; ++i)
+      if (ks.support[i] < 0 || 2 * std::int64_t(ks.support[i]) + 1 > p.grid_size || ks.support[i] > INT16_MAX)
+        bad("support of plane " + std::to_string(i) + " is " + std::to_string(ks.support[i]) + ", the grid has " +
+            std::to_string(p.grid_size) + " cells");
+  return p;
 }
 
 void check_arrays(const VisBlock& b) {
@@ -68,7 +66,8 @@ class WSort : public Stage {
     auto ks = ctx.in<KernelStack>("kernels");
     const std::size_t n = in->size();
     check_arrays(*in);
-    const GridPlacer placer(*ks);
+    const Placement placement = Placement::of(*ks);
+    const std::int32_t* support = ks->support.host_data();
     const int planes = ks->planes;
     const std::size_t keys = std::size_t(planes) + 1;  // the planes, then "outside the grid"
     const std::size_t chunks = (n + kChunk - 1) / kChunk;
@@ -80,10 +79,10 @@ class WSort : public Stage {
     tbb::parallel_for(std::size_t(0), chunks, [&](std::size_t c) {
       std::int64_t* count = cursor.data() + c * keys;
       for (std::size_t i = c * kChunk, end = std::min(n, i + kChunk); i < end; ++i) {
-        switch (placer.place(uu[i], vv[i], ww[i], placed[i])) {
-          case GridPlacer::Result::inside: ++count[placed[i].plane]; break;
-          case GridPlacer::Result::outside: placed[i].plane = -1; ++count[planes]; break;
-          case GridPlacer::Result::invalid:
+        switch (place(placement, support, uu[i], vv[i], ww[i], placed[i])) {
+          case Placed::inside: ++count[placed[i].plane]; break;
+          case Placed::outside: placed[i].plane = -1; ++count[planes]; break;
+          case Placed::invalid:
             throw InputError("block " + std::to_string(in->index) + ", visibility " + std::to_string(i) +
                              ": uvw is not finite (" + std::to_string(uu[i]) + ", " + std::to_string(vv[i]) + ", " +
                              std::to_string(ww[i]) + ")");
@@ -105,6 +104,7 @@ class WSort : public Stage {
     out->index = in->index;
     out->skipped = in->skipped + std::int64_t(n) - kept;
     out->grid_size = ks->geom.grid_size;
+    out->max_support = *std::max_element(support, support + ks->planes);
     const std::size_t m = std::size_t(kept);
     out->uu = Array<float>::host(m, pinned_);
     out->vv = Array<float>::host(m, pinned_);
