@@ -32,10 +32,19 @@ struct KernelStack : PayloadOf<KernelStack, kKernelStack> {
   // Sum over a footprint of Re C, per (plane, off_v, off_u): a visibility's norm contribution is
   // its weight times footprint_sum[(p*(o+1) + off_v + o/2)*(o+1) + off_u + o/2].
   Array<double> footprint_sum;
+  // The layouts of the GPU tiled gridders (WPROJ.md), built when kernels.wproj's `layouts` asks:
+  // "oerc" (001 memo 4.1): per plane o/2+1 blocks of S runs of L = 2s+1 values; run for (a =
+  // |off_u|, idx_v) at oerc_start[p] + (a*S + S-1-idx_v)*L, element s + sgn(off_u)*k holding
+  // K_p[idx_v][|off_u + k*o|]. "nag" (000 memo 3.5): per plane S x S like quarter (same starts),
+  // each row reordered so a warp reads consecutive values along u (nag_column(), layouts.hpp).
+  Array<std::int64_t> oerc_start;
+  Array<cfloat> oerc;
+  Array<cfloat> nag;
 
   int half_size(int p) const { return oversample / 2 + oversample * support[p] + 1; }
   template <class F> void each_array(F&& f) {
     f(support); f(quarter_start); f(quarter); f(rows_start); f(rows); f(footprint_sum);
+    f(oerc_start); f(oerc); f(nag);
   }
 };
 

@@ -329,6 +329,9 @@ class WProj : public Stage {
     s_.max_conv_size = int(p.integer("max_conv_size"));
     s_.support_threshold = p.number("support_threshold");
     cache_dir_ = p.string("cache_dir");
+    const std::string& l = p.string("layouts");
+    layouts_.rows = l == "rows" || l == "all";
+    layouts_.gpu = l == "gpu" || l == "all";
     if (s_.image_size % 2)
       throw ParamError("image_size", "image_size must be even (the phase centre sits on pixel image_size/2)");
     if (s_.oversample % 2)
@@ -345,7 +348,7 @@ class WProj : public Stage {
                            " (needs at least " + std::to_string(3 * s_.oversample + 4) + ")");
   }
 
-  void prepare(PrepareContext& pc) override { pinned_ = pc.pinned("kernels"); }
+  void prepare(PrepareContext& pc) override { layouts_.pinned = pc.pinned("kernels"); }
 
   void process(Context& ctx) override {
     auto info = ctx.in<VisSetInfo>("info");
@@ -369,7 +372,7 @@ class WProj : public Stage {
     bool cached = false;
     if (!file.empty() && std::filesystem::exists(file)) {
       const auto t0 = std::chrono::steady_clock::now();
-      const std::string why = read_cache(file, key, z.planes, z.oversample, *ks, pinned_);
+      const std::string why = read_cache(file, key, z.planes, z.oversample, *ks, layouts_.pinned);
       cached = why.empty();
       if (cached)
         spdlog::info("kernels.wproj: {} planes loaded from {} in {:.2f} s", z.planes, file.string(),
@@ -380,17 +383,17 @@ class WProj : public Stage {
     if (!cached) {
       generate(z, s_.support_threshold,
                cache_dir_.empty() ? std::filesystem::path() : std::filesystem::path(cache_dir_) / "fftwf.wisdom", *ks,
-               pinned_);
+               layouts_.pinned);
       if (!file.empty()) write_cache(file, key, *ks);
     }
-    build_kernel_layouts(*ks);
+    build_kernel_layouts(*ks, layouts_);
     ctx.emit("kernels", ks);
   }
 
  private:
   WProjSettings s_;
   std::string cache_dir_;
-  bool pinned_ = false;
+  KernelLayouts layouts_;
 };
 
 }  // namespace
@@ -538,7 +541,19 @@ StageSpec kernels_wproj_spec() {
                {},
                {},
                {},
-               "directory of cached kernel stacks and FFTW wisdom; an empty string disables the cache"}};
+               "directory of cached kernel stacks and FFTW wisdom; an empty string disables the cache"},
+              {"layouts",
+               ParamType::choice,
+               std::string("rows"),
+               false,
+               "",
+               {},
+               {},
+               {"rows", "gpu", "all", "quarter"},
+               {},
+               "derived layouts to build besides the compacted quarter (which grid.serial and grid.atomic read): rows "
+               "for grid.tiled on the cpu, gpu (oerc and nag) for grid.tiled on cuda; a GPU pipeline uploads only "
+               "what is built"}};
   s.backends = {{"cpu", [] { return std::make_unique<WProj>(); }}};
   s.concurrency = Concurrency::serial;
   return s;
