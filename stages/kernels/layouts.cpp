@@ -2,6 +2,7 @@
 
 #include <oneapi/tbb/parallel_for.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace uvflow {
@@ -20,6 +21,7 @@ Array<std::int64_t> quarter_offsets(const Array<std::int32_t>& support, int o, s
 
 void build_kernel_layouts(KernelStack& ks, KernelLayouts which) {
   const int o = ks.oversample, planes = ks.planes;
+  ks.max_support = planes > 0 ? *std::max_element(ks.support.begin(), ks.support.end()) : 0;
   std::int64_t qtotal = 0;
   ks.quarter_start = quarter_offsets(ks.support, o, &qtotal);
   if (std::int64_t(ks.quarter.size()) != qtotal)

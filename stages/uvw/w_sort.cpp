@@ -104,7 +104,7 @@ class WSort : public Stage {
     out->index = in->index;
     out->skipped = in->skipped + std::int64_t(n) - kept;
     out->grid_size = ks->geom.grid_size;
-    out->max_support = *std::max_element(support, support + ks->planes);
+    out->max_support = ks->max_support;
     const std::size_t m = std::size_t(kept);
     out->uu = Array<float>::host(m, pinned_);
     out->vv = Array<float>::host(m, pinned_);
