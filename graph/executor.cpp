@@ -622,15 +622,24 @@ std::filesystem::path Executor::output_file(const std::filesystem::path& final_p
 void Executor::commit_outputs() {
   for (auto& [tmp, fin] : outputs_) {
     std::error_code ec;
+    // rename() replaces a file but not a directory (a Measurement Set): move the old one aside,
+    // and delete it once the new one is in place.
+    std::filesystem::path old;
+    if (std::filesystem::is_directory(tmp) && std::filesystem::exists(fin)) {
+      old = tmp.string() + ".old";
+      std::filesystem::rename(fin, old, ec);
+      if (ec) throw std::runtime_error("cannot move " + fin.string() + " aside to replace it: " + ec.message());
+    }
     std::filesystem::rename(tmp, fin, ec);
     if (ec) throw std::runtime_error("cannot move " + tmp.string() + " to " + fin.string() + ": " + ec.message());
+    if (!old.empty()) std::filesystem::remove_all(old, ec);
   }
 }
 
 void Executor::rollback_outputs() {
   for (auto& [tmp, fin] : outputs_) {
     std::error_code ec;
-    std::filesystem::remove(tmp, ec);
+    std::filesystem::remove_all(tmp, ec);  // a file, or a directory (a Measurement Set)
   }
 }
 

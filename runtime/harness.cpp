@@ -79,7 +79,7 @@ StageHarness::~StageHarness() {
   if (ctx_)
     for (auto& [tmp, f] : ctx_->files_) {
       std::error_code ec;
-      std::filesystem::remove(tmp, ec);
+      std::filesystem::remove_all(tmp, ec);  // a file, or a directory (a Measurement Set)
     }
 }
 

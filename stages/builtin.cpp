@@ -5,8 +5,10 @@
 #include "stages/grid/serial.hpp"
 #include "stages/grid/tiled.hpp"
 #include "stages/image/grid_correct.hpp"
+#include "stages/io/read_ms.hpp"
 #include "stages/io/simulate.hpp"
 #include "stages/io/write_fits.hpp"
+#include "stages/io/write_ms.hpp"
 #include "stages/io/write_png.hpp"
 #include "stages/kernels/wproj.hpp"
 #include "stages/tiles/bucket_sort.hpp"
@@ -14,6 +16,8 @@
 #include "stages/transfer/transfer.hpp"
 #include "stages/uvw/bounding_box.hpp"
 #include "stages/uvw/w_sort.hpp"
+#include "stages/uvw/weight_density.hpp"
+#include "stages/uvw/weighting.hpp"
 
 namespace uvflow {
 
@@ -25,9 +29,13 @@ void register_builtin_stages(Registry& r) {
   r.add(grid_tiled_spec());
   r.add(uvw_w_sort_spec());
   r.add(uvw_bounding_box_spec());
+  r.add(uvw_weight_density_spec());
+  r.add(uvw_weighting_spec());
   r.add(tiles_count_spec());
   r.add(tiles_bucket_sort_spec());
   r.add(io_simulate_spec());
+  r.add(io_read_ms_spec());
+  r.add(io_write_ms_spec());
   r.add(write_fits_spec());
   r.add(write_png_spec());
   r.add(kernels_wproj_spec());

@@ -14,7 +14,7 @@ struct SkyWcs {
   double ra_rad = 0, dec_rad = 0;  // phase centre, at the reference pixel
   double cell_rad = 0;
   double freq_hz = 0;
-  double bandwidth_hz = 0;  // 0: unknown (a single channel)
+  double bandwidth_hz = 0;  // the band imaged, edge to edge; 0: unknown
   std::string bunit = "JY/BEAM";
   std::string telescope, date_obs;
 };

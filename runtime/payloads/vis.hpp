@@ -21,6 +21,15 @@ struct Observation {
   std::int64_t total_visibilities = -1;  // -1: unknown in advance
   std::int64_t total_blocks = -1;
   double max_abs_w = 0, min_abs_w = 0, rms_abs_w = 0, max_abs_uv = 0;
+  // The instrument, for writers that record it (io.write_ms); empty or 0 where unknown.
+  struct Antenna {
+    std::string name;
+    double x = 0, y = 0, z = 0;  // ITRF (geocentric) position, metres
+    double dish_diameter_m = 0;
+  };
+  std::vector<Antenna> antennas;  // indexed by VisBlock::antenna1 and antenna2
+  double integration_s = 0;       // length of one time sample (MS INTERVAL)
+  double channel_width_hz = 0;
 };
 
 inline constexpr char kVisSetInfo[] = "VisSetInfo";
@@ -50,6 +59,13 @@ struct VisBlock : PayloadOf<VisBlock, kVisBlock> {
   Array<float> uu, vv, ww;         // wavelengths, UVW = antenna2 - antenna1
   Array<cfloat> vis;               // V = S exp(+2 pi i (u l + v m + w (n - 1)))
   Array<float> weight;
+  // Optional, per visibility, on the host (transfers leave them there; empty where unknown): the
+  // Measurement Set row a visibility belongs to (antenna pair; TIME, the mid-point of the sample
+  // in MJD seconds, UTC) and its channel, an index into obs->freq_hz. io.simulate and io.read_ms
+  // set them, io.write_ms needs them; a stage that reorders or drops visibilities leaves them
+  // empty (uvw.w_sort does), one that only changes values keeps them.
+  Array<std::int32_t> antenna1, antenna2, channel;
+  Array<double> time;
   // Set by uvw.w_sort: the block sorted by w-plane, the size of the grid the coords index (its
   // centre fixes the tile alignment) and the kernel stack's largest support (it bounds how many
   // tiles a footprint meets). Visibilities that would leave the grid are counted in `skipped`

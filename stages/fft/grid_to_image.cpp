@@ -34,6 +34,11 @@ SkyWcs grid_to_image::sky_of(const Grid& grid) {
   w.dec_rad = obs.dec_rad;
   w.cell_rad = grid.geom.cell_rad;
   w.freq_hz = obs.ref_freq_hz;
+  // WSClean's CDELT3: the band the channels cover, edge to edge.
+  if (!obs.freq_hz.empty() && obs.channel_width_hz > 0) {
+    const auto [lo, hi] = std::minmax_element(obs.freq_hz.begin(), obs.freq_hz.end());
+    w.bandwidth_hz = *hi - *lo + obs.channel_width_hz;
+  }
   w.telescope = obs.telescope;
   w.date_obs = obs.date_obs;
   return w;

@@ -5,7 +5,9 @@
 #include <tbb/parallel_reduce.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -22,7 +24,12 @@ namespace {
 
 constexpr double kDeg = std::numbers::pi / 180;
 constexpr double kSpeedOfLight = 299792458.0;     // m/s
-constexpr double kLatitudeDeg = -26.82472208;     // SKA1-Low reference position (lon 116.7644482)
+constexpr double kLatitudeDeg = -26.82472208;     // SKA1-Low reference position
+constexpr double kLongitudeDeg = 116.7644482;
+constexpr double kHeightM = 300;                  // above the WGS84 ellipsoid (RASCIL's SKA1-Low site)
+constexpr double kStationDiameterM = 38;          // an SKA1-Low station
+constexpr double kSiderealDegPerDay = 360.98564736629;  // Earth rotation, degrees per solar (UT1) day
+constexpr std::int64_t kMjdOfUnixEpoch = 40587;
 constexpr int kGridSide = 16;                     // default sky: kGridSide^2 sources
 constexpr int kHalf = kGridSide / 2;              // grid columns with l > 0
 constexpr std::size_t kChunk = 128;               // visibilities one task sums the sky for at once
@@ -134,8 +141,8 @@ std::vector<Station> read_layout(const std::filesystem::path& path) {
   return out;
 }
 
-// The n stations nearest the array centre (horizontal distance), kept in file order.
-std::vector<Station> nearest_stations(const std::vector<Station>& all, std::size_t n) {
+// Layout-file indices of the n stations nearest the array centre (horizontal distance), in file order.
+std::vector<std::size_t> nearest_stations(const std::vector<Station>& all, std::size_t n) {
   std::vector<std::size_t> order(all.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
@@ -143,8 +150,42 @@ std::vector<Station> nearest_stations(const std::vector<Station>& all, std::size
   });
   order.resize(n);
   std::sort(order.begin(), order.end());
-  std::vector<Station> out;
-  for (auto i : order) out.push_back(all[i]);
+  return order;
+}
+
+// Greenwich mean sidereal time in radians at `mjd` (UT1, taken as UTC: they differ by < 0.9 s),
+// the IAU 1982 expression (Meeus, Astronomical Algorithms, eq. 12.4).
+double gmst(double mjd) {
+  const double d = mjd - 51544.5, t = d / 36525;  // from J2000.0
+  const double deg = 280.46061837 + kSiderealDegPerDay * d + t * t * (0.000387933 - t / 38710000);
+  return std::fmod(deg, 360.0) * kDeg;
+}
+
+// ISO 8601 (UTC, milliseconds) of a time in MJD seconds.
+std::string iso8601(double mjd_s) {
+  const auto ms = std::llround(mjd_s * 1e3) - kMjdOfUnixEpoch * 86'400'000LL;
+  const std::chrono::sys_time<std::chrono::milliseconds> t{std::chrono::milliseconds(ms)};
+  const auto day = std::chrono::floor<std::chrono::days>(t);
+  const std::chrono::year_month_day ymd{day};
+  const std::chrono::hh_mm_ss hms{t - day};
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%04d-%02u-%02uT%02d:%02d:%02d.%03d", int(ymd.year()), unsigned(ymd.month()),
+                unsigned(ymd.day()), int(hms.hours().count()), int(hms.minutes().count()),
+                int(hms.seconds().count()), int(hms.subseconds().count()));
+  return buf;
+}
+
+// WGS84 geocentric (ITRF) position of a point `east`, `north`, `up` metres from the site.
+Observation::Antenna itrf(const Station& s) {
+  const double lat = kLatitudeDeg * kDeg, lon = kLongitudeDeg * kDeg;
+  const double a = 6378137.0, f = 1 / 298.257223563, e2 = f * (2 - f);
+  const double sl = std::sin(lat), cl = std::cos(lat), so = std::sin(lon), co = std::cos(lon);
+  const double n = a / std::sqrt(1 - e2 * sl * sl);
+  Observation::Antenna out;
+  out.x = (n + kHeightM) * cl * co - so * s.east - sl * co * s.north + cl * co * s.up;
+  out.y = (n + kHeightM) * cl * so + co * s.east - sl * so * s.north + cl * so * s.up;
+  out.z = (n * (1 - e2) + kHeightM) * sl + cl * s.north + sl * s.up;
+  out.dish_diameter_m = kStationDiameterM;
   return out;
 }
 
@@ -172,11 +213,14 @@ class Simulate : public Stage {
     dumps_per_block_ = std::min(or_preset("dumps_per_block", preset.dumps_per_block), dumps_);
     if (stations_ < 2) throw ParamError("stations", "a baseline needs at least 2 stations");
     baselines_ = std::int64_t(stations_) * (stations_ - 1) / 2;
+    channels_ = int(p.integer("channels"));
     blocks_ = (dumps_ + dumps_per_block_ - 1) / dumps_per_block_;
-    if (baselines_ * dumps_per_block_ > std::numeric_limits<std::int32_t>::max())
-      throw ParamError("dumps_per_block", std::to_string(baselines_ * dumps_per_block_) +
+    if (baselines_ * channels_ * dumps_per_block_ > std::numeric_limits<std::int32_t>::max())
+      throw ParamError("dumps_per_block", std::to_string(baselines_ * channels_ * dumps_per_block_) +
                                               " visibilities per block: downstream stages index blocks with 32 bits");
     freq_hz_ = p.number("freq_hz");
+    channel_width_hz_ = p.number("channel_width_hz");
+    configure_date(p.string("date"));
     ra_ = p.number("ra_deg") * kDeg;
     dec_ = (p.has("dec_deg") ? p.number("dec_deg") : preset.dec_deg) * kDeg;
     el_start_ = (p.has("el_start_deg") ? p.number("el_start_deg") : preset.el_start_deg) * kDeg;
@@ -209,7 +253,14 @@ class Simulate : public Stage {
                        " stations, " + std::to_string(stations_) + " asked for");
     if (pc.dry_run) return;
     pinned_ = pc.pinned("vis");
-    make_baselines(nearest_stations(all, stations_));
+    std::vector<Station> chosen;
+    antennas_.clear();
+    for (std::size_t i : nearest_stations(all, stations_)) {
+      chosen.push_back(all[i]);
+      antennas_.push_back(itrf(all[i]));
+      antennas_.back().name = "S" + std::to_string(i);  // the layout-file line, from 0
+    }
+    make_baselines(chosen);
     make_hour_angles();
     make_observation();
   }
@@ -225,8 +276,8 @@ class Simulate : public Stage {
     }
     const std::int64_t first_dump = index * dumps_per_block_;
     const std::int64_t dumps = std::min<std::int64_t>(dumps_per_block_, dumps_ - first_dump);
-    const std::size_t n = std::size_t(dumps * baselines_);
-    const std::int64_t first = first_dump * baselines_;
+    const std::size_t n = std::size_t(dumps * baselines_ * channels_);
+    const std::int64_t first = first_dump * baselines_ * channels_;
 
     auto block = std::make_shared<VisBlock>();
     block->obs = obs_;
@@ -247,6 +298,7 @@ class Simulate : public Stage {
       }
     });
     if (noise_jy_ > 0) add_noise(first_dump, dumps, vis);
+    label_rows(first_dump, dumps, *block);
     ctx.add_work({.visibilities = double(n)});  // "updates" are gridding kernel points: none here
     ctx.emit("vis", block);
   }
@@ -287,6 +339,17 @@ class Simulate : public Stage {
     }
   }
 
+  // The UTC day the observation starts on, as an MJD.
+  void configure_date(const std::string& date) {
+    int y = 0;
+    unsigned m = 0, d = 0;
+    char rest = 0;
+    const bool parsed = std::sscanf(date.c_str(), "%d-%u-%u%c", &y, &m, &d, &rest) == 3;
+    const std::chrono::year_month_day ymd{std::chrono::year(y), std::chrono::month(m), std::chrono::day(d)};
+    if (!parsed || !ymd.ok()) throw ParamError("date", "expected a date YYYY-MM-DD, got '" + date + "'");
+    date_mjd_ = double(std::chrono::sys_days(ymd).time_since_epoch().count() + kMjdOfUnixEpoch);
+  }
+
   std::size_t sources() const { return grid_ ? std::size_t(kGridSide) * kGridSide : src_flux_.size(); }
 
   // Baseline vectors antenna2 - antenna1 in wavelengths, in the equatorial frame of the array
@@ -302,44 +365,78 @@ class Simulate : public Stage {
     bx_.clear();
     by_.clear();
     bz_.clear();
+    a1_.clear();
+    a2_.clear();
     for (std::size_t a1 = 0; a1 < st.size(); ++a1)
       for (std::size_t a2 = a1 + 1; a2 < st.size(); ++a2) {
         bx_.push_back(x[a2] - x[a1]);
         by_.push_back(y[a2] - y[a1]);
         bz_.push_back(z[a2] - z[a1]);
+        a1_.push_back(std::int32_t(a1));
+        a2_.push_back(std::int32_t(a2));
       }
+    // Channel c at freq_hz + c channel_width_hz: its uvw are channel 0's scaled by the frequency ratio.
+    freq_ratio_.resize(channels_);
+    for (int c = 0; c < channels_; ++c) freq_ratio_[c] = (freq_hz_ + c * channel_width_hz_) / freq_hz_;
   }
 
-  // Dumps evenly spaced in hour angle (so in time) from h_start_ to h_end_.
+  // Dumps evenly spaced in hour angle (so in time) from h_start_ to h_end_, at the UTC times when
+  // the phase centre stands at those hour angles: the first on or after 0h of `date`.
   void make_hour_angles() {
     sin_h_.resize(dumps_);
     cos_h_.resize(dumps_);
+    time_s_.resize(dumps_);
+    const double rotation_per_day = kSiderealDegPerDay * kDeg;
+    const double lst = gmst(date_mjd_) + kLongitudeDeg * kDeg, turn = 2 * std::numbers::pi;
+    const double to_start = std::fmod(std::fmod(ra_ + h_start_ - lst, turn) + turn, turn);
     for (int d = 0; d < dumps_; ++d) {
       const double h = dumps_ == 1 ? h_start_ : h_start_ + (h_end_ - h_start_) * d / (dumps_ - 1);
       sin_h_[d] = std::sin(h);
       cos_h_[d] = std::cos(h);
+      time_s_[d] = (date_mjd_ + (to_start + h - h_start_) / rotation_per_day) * 86400;
     }
+    integration_s_ = dumps_ > 1 ? (time_s_[1] - time_s_[0]) : 0;
   }
 
-  // uvw of visibilities [first, first + n) of the whole observation, rounded to float as stored.
+  // Each visibility's antenna pair, time and channel, in the block's order [dump][baseline][channel].
+  void label_rows(std::int64_t first_dump, std::int64_t dumps, VisBlock& b) const {
+    const std::size_t n = b.size();
+    b.antenna1 = Array<std::int32_t>::host(n);
+    b.antenna2 = Array<std::int32_t>::host(n);
+    b.channel = Array<std::int32_t>::host(n);
+    b.time = Array<double>::host(n);
+    tbb::parallel_for(std::int64_t(0), dumps, [&](std::int64_t d) {
+      std::size_t k = std::size_t(d * baselines_ * channels_);
+      const double t = time_s_[first_dump + d];
+      for (std::int64_t bl = 0; bl < baselines_; ++bl)
+        for (int c = 0; c < channels_; ++c, ++k) {
+          b.antenna1[k] = a1_[bl];
+          b.antenna2[k] = a2_[bl];
+          b.channel[k] = c;
+          b.time[k] = t;
+        }
+    });
+  }
+
+  // uvw of visibilities [first, first + n) of the whole observation, in its order
+  // [dump][baseline][channel], rounded to float as stored.
   void uvw(std::int64_t first, std::size_t n, float* uu, float* vv, float* ww) const {
     const double sd = std::sin(dec_), cd = std::cos(dec_);
-    while (n > 0) {
-      const std::int64_t dump = first / baselines_, b0 = first % baselines_;
-      const std::size_t count = std::min<std::size_t>(n, std::size_t(baselines_ - b0));
+    const std::int64_t row = first / channels_;  // dump * baselines_ + baseline
+    std::int64_t dump = row / baselines_, b = row % baselines_;
+    int c = int(first % channels_);
+    for (std::size_t k = 0; k < n; c = 0) {
       const double sh = sin_h_[dump], ch = cos_h_[dump];
-      const double *x = bx_.data() + b0, *y = by_.data() + b0, *z = bz_.data() + b0;
-      for (std::size_t i = 0; i < count; ++i) {
-        const double toward_h = std::fma(ch, x[i], -sh * y[i]);  // component towards (H, dec 0)
-        uu[i] = float(std::fma(sh, x[i], ch * y[i]));
-        vv[i] = float(std::fma(-sd, toward_h, cd * z[i]));
-        ww[i] = float(std::fma(cd, toward_h, sd * z[i]));
+      const double toward_h = std::fma(ch, bx_[b], -sh * by_[b]);  // component towards (H, dec 0)
+      const double u = std::fma(sh, bx_[b], ch * by_[b]);
+      const double v = std::fma(-sd, toward_h, cd * bz_[b]);
+      const double w = std::fma(cd, toward_h, sd * bz_[b]);
+      for (; c < channels_ && k < n; ++c, ++k) {
+        uu[k] = float(u * freq_ratio_[c]);
+        vv[k] = float(v * freq_ratio_[c]);
+        ww[k] = float(w * freq_ratio_[c]);
       }
-      first += std::int64_t(count);
-      uu += count;
-      vv += count;
-      ww += count;
-      n -= count;
+      if (++b == baselines_) b = 0, ++dump;
     }
   }
 
@@ -409,8 +506,8 @@ class Simulate : public Stage {
                         std::uint32_t(dump >> 32)};
       std::mt19937_64 gen(seq);
       std::normal_distribution<double> normal(0.0, noise_jy_);
-      cfloat* out = vis + d * baselines_;
-      for (std::int64_t b = 0; b < baselines_; ++b) {
+      cfloat* out = vis + d * baselines_ * channels_;
+      for (std::int64_t b = 0; b < baselines_ * channels_; ++b) {
         const double re = normal(gen);
         const double im = normal(gen);
         out[b] += cfloat(float(re), float(im));
@@ -419,7 +516,7 @@ class Simulate : public Stage {
   }
 
   void make_observation() {
-    const std::int64_t total = std::int64_t(dumps_) * baselines_;
+    const std::int64_t total = std::int64_t(dumps_) * baselines_ * channels_;
     // Deterministic reduction: the same statistics (and so the same w-planes) on every run.
     const UvwStats st = tbb::parallel_deterministic_reduce(
         tbb::blocked_range<std::int64_t>(0, total, 64 * kChunk), UvwStats{},
@@ -451,8 +548,13 @@ class Simulate : public Stage {
     obs->origin = origin.str();
     obs->ra_rad = ra_;
     obs->dec_rad = dec_;
-    obs->freq_hz = {freq_hz_};
-    obs->ref_freq_hz = freq_hz_;
+    obs->freq_hz.clear();
+    for (int c = 0; c < channels_; ++c) obs->freq_hz.push_back(freq_hz_ + c * channel_width_hz_);
+    obs->ref_freq_hz = (obs->freq_hz.front() + obs->freq_hz.back()) / 2;  // the band centre
+    obs->date_obs = iso8601(time_s_.front());
+    obs->antennas = antennas_;
+    obs->integration_s = integration_s_;
+    obs->channel_width_hz = channel_width_hz_;
     obs->total_visibilities = total;
     obs->total_blocks = blocks_;
     obs->max_abs_w = st.max_abs_w;
@@ -466,6 +568,8 @@ class Simulate : public Stage {
   int stations_ = 0, dumps_ = 0, dumps_per_block_ = 0, blocks_ = 0;
   std::int64_t baselines_ = 0;
   double freq_hz_ = 0, ra_ = 0, dec_ = 0, el_start_ = 0, el_end_ = 0, h_start_ = 0, h_end_ = 0;
+  int channels_ = 1;
+  double channel_width_hz_ = 0, date_mjd_ = 0, integration_s_ = 0;
   std::uint64_t seed_ = 0;
   double noise_jy_ = 0;
   // The sky: the default grid (grid_) or the listed sources.
@@ -480,7 +584,10 @@ class Simulate : public Stage {
   std::vector<double> src_l_, src_m_, src_c_, src_flux_;  // direction cosines, n - 1, Jy
   bool pinned_ = false;
   std::vector<double> bx_, by_, bz_;  // per baseline, wavelengths
-  std::vector<double> sin_h_, cos_h_;  // per dump
+  std::vector<double> sin_h_, cos_h_, time_s_;  // per dump; time_s_ in MJD seconds (UTC)
+  std::vector<std::int32_t> a1_, a2_;             // per baseline
+  std::vector<double> freq_ratio_;                // per channel: f_c / freq_hz
+  std::vector<Observation::Antenna> antennas_;
   std::shared_ptr<const Observation> obs_;
 };
 
@@ -496,10 +603,11 @@ StageSpec io_simulate_spec() {
       "spaced in hour angle between the elevations el_start_deg and el_end_deg: rising (east of the "
       "meridian) when el_start_deg < el_end_deg, setting (west) otherwise; an elevation the phase "
       "centre never reaches at that declination is a parameter error. Each dump holds every baseline "
-      "a1 < a2 of the chosen stations (layout-file order), UVW = antenna2 - antenna1 in wavelengths at "
-      "freq_hz (Measurement Set convention), stored as float. V = sum over sources of "
-      "S exp(+2 pi i (u l + v m + w (n - 1))), n = sqrt(1 - l^2 - m^2), evaluated in double "
-      "precision at the stored uvw, weight 1, plus optional Gaussian noise (noise_jy on each of the "
+      "a1 < a2 of the chosen stations (layout-file order) and each of `channels` channels at freq_hz "
+      "+ c * channel_width_hz (order [dump][baseline][channel]), UVW = antenna2 - antenna1 in "
+      "wavelengths at the channel's frequency (Measurement Set convention; multi-frequency "
+      "synthesis), stored as float. V = sum over sources of S exp(+2 pi i (u l + v m + w (n - 1))), "
+      "n = sqrt(1 - l^2 - m^2), evaluated in double precision at the stored uvw, weight 1, plus optional Gaussian noise (noise_jy on each of the "
       "real and imaginary parts) drawn per dump from a generator seeded by (seed, dump), so the data "
       "do not depend on threading or block size. Sources are (l, m) direction-cosine offsets given "
       "in degrees (l = l_deg * pi/180, l towards east = increasing RA, m north): a source at l_deg = "
@@ -511,9 +619,13 @@ StageSpec io_simulate_spec() {
       "the count of the seeds' synthetic set; baselines up to 0.8 km, so a far smaller w range), el30-56, el56-82, el82-70 = 512 stations x 240 dumps (31,395,840; "
       "1.95, 2.28 and 1.21 hours of hour angle); tiny and small observe 56 -> 82. The VisSetInfo "
       "carries the uvw statistics over every visibility (max, min and RMS of |w|; max_abs_uv = max "
-      "of |u| and |v|), computed from the geometry before the first block. Hour angles, not dates, "
-      "place the dumps, so ra_deg only labels the data. Tested against independent rotation-matrix "
-      "uvw, elevations recovered from the simulated w, the visibility formula evaluated with "
+      "of |u| and |v|), computed from the geometry before the first block. Hour angles place the dumps; "
+      "their times are those on `date` (UTC, the first on or after 0h; GMST of IAU 1982, UT1 = UTC) when "
+      "the phase centre stands at those hour angles, so ra_deg and date only label the data. For "
+      "io.write_ms, blocks carry each visibility's antenna pair, time (MJD seconds) and channel, and "
+      "the VisSetInfo the stations (named S<layout line from 0>, WGS84 positions for a site height of "
+      "300 m, 38 m across), the dump spacing, the channel width and DATE-OBS. Tested against "
+      "independent rotation-matrix uvw, elevations recovered from the simulated w, the visibility formula evaluated with "
       "std::exp, and a direct-DFT image of a single source.";
   s.outputs = {
       {"info", "VisSetInfo", Arity::once, Residency::host,
@@ -542,7 +654,13 @@ StageSpec io_simulate_spec() {
        "time samples (each holds every baseline); 0: the preset's"},
       {"dumps_per_block", ParamType::integer, std::int64_t(0), false, "", 0.0, 1e6, {}, {},
        "dumps per emitted VisBlock (at most dumps); 0: the preset's"},
-      {"freq_hz", ParamType::number, 100e6, false, "Hz", 1e6, 1e12, {}, {}, "observing frequency (one channel)"},
+      {"freq_hz", ParamType::number, 100e6, false, "Hz", 1e6, 1e12, {}, {}, "observing frequency (of the first channel)"},
+      {"channels", ParamType::integer, std::int64_t(1), false, "", 1.0, 65536.0, {}, {},
+       "frequency channels, each baseline and dump observed in every one"},
+      {"channel_width_hz", ParamType::number, 781250.0, false, "Hz", 1.0, 1e9, {}, {},
+       "channel spacing (and width; the default is an SKA1-Low coarse channel)"},
+      {"date", ParamType::string, std::string("2030-01-01"), false, "", {}, {}, {}, {},
+       "UTC day of the observation, YYYY-MM-DD: labels the dumps with times"},
       {"ra_deg", ParamType::number, 0.0, false, "deg", 0.0, 360.0, {}, {},
        "phase centre right ascension (a label: dumps are placed by hour angle)"},
       dec,

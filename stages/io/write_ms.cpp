@@ -1,0 +1,273 @@
+#include "stages/io/write_ms.hpp"
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+
+#include "runtime/error.hpp"
+#include "runtime/payloads/vis.hpp"
+#include "stages/io/ms_tables.hpp"
+
+namespace uvflow {
+namespace {
+
+constexpr double kSpeedOfLight = 299792458.0;  // m/s
+constexpr std::size_t kRowGrain = 1024;        // rows per parallel task
+
+std::vector<std::string> correlation_names(const std::string& choice) {
+  if (choice == "linear4") return {"XX", "XY", "YX", "YY"};
+  if (choice == "linear2") return {"XX", "YY"};
+  if (choice == "circular4") return {"RR", "RL", "LR", "LL"};
+  return {"RR", "LL"};
+}
+
+// A uniform number in [0, 1) that depends on (seed, key) only (splitmix64's mixer): the random
+// flags do not depend on block boundaries or threads.
+double uniform(std::uint64_t seed, std::uint64_t key) {
+  std::uint64_t z = key + (seed + 1) * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return double(z >> 11) * 0x1.0p-53;
+}
+
+class WriteMs : public Stage {
+ public:
+  void configure(const Params& p) override {
+    path_ = p.string("path");
+    if (path_.empty()) throw ParamError("path", "must not be empty");
+    correlations_ = correlation_names(p.string("correlations"));
+    weight_spectrum_ = p.boolean("weight_spectrum");
+    flag_fraction_ = p.number("flag_fraction");
+    flag_row_fraction_ = p.number("flag_row_fraction");
+    flag_seed_ = std::uint64_t(p.integer("flag_seed"));
+    overwrite_ = p.boolean("overwrite");
+  }
+
+  // An existing path is replaced (when the run succeeds) only if asked to, and only if it is a
+  // casacore table: a mistyped path must never cost a user a directory.
+  void prepare(PrepareContext&) override {
+    namespace fs = std::filesystem;
+    if (!fs::exists(path_)) return;
+    if (!overwrite_) throw InputError(path_ + " exists; remove it or set overwrite: true to replace it");
+    if (!fs::is_directory(path_) || !fs::exists(fs::path(path_) / "table.dat"))
+      throw InputError(path_ + " exists and is not a Measurement Set (no table.dat): refusing to replace it");
+  }
+
+  void process(Context& ctx) override {
+    auto block = ctx.in<VisBlock>("vis");
+    if (tmp_.empty()) create(ctx);
+    check(*block);
+    if (block->size() == 0) return;
+    ms::append_rows(tmp_, rows_of(*block));
+  }
+
+  void finish(Context& ctx) override {
+    if (tmp_.empty()) create(ctx);  // an empty stream still makes a (row-less) Measurement Set
+    std::vector<ms::Antenna> antennas;
+    for (const auto& a : obs_->antennas) antennas.push_back({a.name, a.x, a.y, a.z, a.dish_diameter_m});
+    // Without known antennas, name as many as the rows use, at unknown (zero) positions.
+    for (std::int32_t a = std::int32_t(antennas.size()); a <= max_antenna_; ++a) {
+      antennas.emplace_back().name = "A";
+      antennas.back().name += std::to_string(a);
+    }
+    ms::finish_ms(tmp_, antennas, rows_written_ ? first_time_ : 0, rows_written_ ? last_time_ : 0);
+  }
+
+ private:
+  void create(Context& ctx) {
+    auto info = ctx.in<VisSetInfo>("info");
+    if (!info->obs) throw std::logic_error("io.write_ms: VisSetInfo without an Observation");
+    obs_ = info->obs;
+    if (obs_->freq_hz.empty()) throw InputError("io.write_ms: the observation lists no frequencies");
+    ms::MsLayout layout;
+    layout.correlations = correlations_;
+    layout.chan_freq_hz = obs_->freq_hz;
+    layout.chan_width_hz = obs_->channel_width_hz;
+    layout.field = {"uvflow", obs_->ra_rad, obs_->dec_rad};
+    layout.telescope = obs_->telescope;
+    layout.origin = obs_->origin;
+    layout.weight_spectrum = weight_spectrum_;
+    tmp_ = ctx.output_file(path_).string();
+    ms::create_ms(tmp_, layout);
+  }
+
+  void check(const VisBlock& b) {
+    const std::string where = "io.write_ms: block " + std::to_string(b.index) + ": ";
+    auto sized = [&](const ArrayBase& a, const char* name) {
+      if (a.size() != b.size())
+        throw InputError(where + name + " has " + std::to_string(a.size()) + " values for " + std::to_string(b.size()) +
+                         " visibilities" +
+                         (a.empty() ? " (a Measurement Set row needs each visibility's antenna pair, time and channel: "
+                                      "connect io.write_ms to io.simulate or io.read_ms, not to a stage that reorders)"
+                                    : ""));
+    };
+    sized(b.uu, "uu");
+    sized(b.vv, "vv");
+    sized(b.ww, "ww");
+    sized(b.weight, "weight");
+    sized(b.antenna1, "antenna1");
+    sized(b.antenna2, "antenna2");
+    sized(b.time, "time");
+    sized(b.channel, "channel");
+    const std::int32_t channels = std::int32_t(obs_->freq_hz.size());
+    const std::int32_t antennas = obs_->antennas.empty() ? std::numeric_limits<std::int32_t>::max()
+                                                         : std::int32_t(obs_->antennas.size());
+    for (std::size_t k = 0; k < b.size(); ++k) {
+      const std::int32_t a1 = b.antenna1[k], a2 = b.antenna2[k], c = b.channel[k];
+      if (c < 0 || c >= channels)
+        throw InputError(where + "visibility " + std::to_string(k) + " has channel " + std::to_string(c) + ", the observation has " +
+                         std::to_string(channels));
+      if (a1 < 0 || a2 < 0 || a1 >= antennas || a2 >= antennas)
+        throw InputError(where + "visibility " + std::to_string(k) + " has antennas " + std::to_string(a1) + ", " +
+                         std::to_string(a2) + ", the observation has " + std::to_string(obs_->antennas.size()));
+      if (!std::isfinite(b.time[k])) throw InputError(where + "visibility " + std::to_string(k) + " has a non-finite time");
+      max_antenna_ = std::max({max_antenna_, a1, a2});
+    }
+  }
+
+  // Rows of the block: consecutive visibilities with the same antenna pair and time, and rising
+  // channels, share one; the channels a row does not hold are flagged, with weight 0.
+  ms::Rows rows_of(const VisBlock& b) {
+    const std::size_t n = b.size(), nchan = obs_->freq_hz.size(), ncorr = correlations_.size();
+    std::vector<std::size_t> start{0};
+    for (std::size_t k = 1; k < n; ++k)
+      if (b.antenna1[k] != b.antenna1[k - 1] || b.antenna2[k] != b.antenna2[k - 1] || b.time[k] != b.time[k - 1] ||
+          b.channel[k] <= b.channel[k - 1])
+        start.push_back(k);
+    start.push_back(n);
+    const std::size_t rows = start.size() - 1;
+
+    ms::Rows out;
+    out.rows = std::int64_t(rows);
+    out.interval_s = obs_->integration_s;
+    out.uvw.resize(3 * rows);
+    out.time.resize(rows);
+    out.antenna1.resize(rows);
+    out.antenna2.resize(rows);
+    out.flag_row.resize(rows);
+    out.flag.resize(rows * nchan * ncorr);
+    out.data.assign(rows * nchan * ncorr, cfloat(0));
+    out.weight.resize(rows * ncorr);
+    out.sigma.resize(rows * ncorr);
+    std::vector<float> spectrum(rows * nchan * ncorr);
+    std::vector<bool> parallel(ncorr);  // XX, YY, RR, LL carry I; the cross hands 0
+    for (std::size_t p = 0; p < ncorr; ++p) parallel[p] = correlations_[p][0] == correlations_[p][1];
+    const std::uint64_t first_row = std::uint64_t(rows_written_);
+    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, rows, kRowGrain), [&](const tbb::blocked_range<std::size_t>& range) {
+      for (std::size_t r = range.begin(); r < range.end(); ++r) {
+        const std::size_t k0 = start[r], k1 = start[r + 1];
+        const std::uint64_t row = first_row + r;
+        const bool row_flagged = uniform(flag_seed_, 2 * row) < flag_row_fraction_;
+        bool* flag = out.flag.begin() + r * nchan * ncorr;
+        std::fill(flag, flag + nchan * ncorr, true);
+        double sum_w = 0;
+        for (std::size_t k = k0; k < k1; ++k) {
+          const std::size_t c = std::size_t(b.channel[k]);
+          const bool flagged = row_flagged || uniform(flag_seed_, 2 * (row * nchan + c) + 1) < flag_fraction_;
+          const float w = b.weight[k] / 4;
+          sum_w += w;
+          for (std::size_t p = 0; p < ncorr; ++p) {
+            const std::size_t cell = (r * nchan + c) * ncorr + p;
+            out.data[cell] = parallel[p] ? b.vis[k] : cfloat(0);
+            spectrum[cell] = w;
+            flag[c * ncorr + p] = flagged;
+          }
+        }
+        // UVW in metres from the first visibility, in wavelengths at its channel.
+        const double metres = kSpeedOfLight / obs_->freq_hz[std::size_t(b.channel[k0])];
+        out.uvw[3 * r] = b.uu[k0] * metres;
+        out.uvw[3 * r + 1] = b.vv[k0] * metres;
+        out.uvw[3 * r + 2] = b.ww[k0] * metres;
+        out.time[r] = b.time[k0];
+        out.antenna1[r] = b.antenna1[k0];
+        out.antenna2[r] = b.antenna2[k0];
+        out.flag_row.begin()[r] = row_flagged;
+        // WEIGHT is the mean channel weight: without WEIGHT_SPECTRUM readers apply it to every channel.
+        const float w = float(sum_w / double(nchan));
+        for (std::size_t p = 0; p < ncorr; ++p) {
+          out.weight[r * ncorr + p] = w;
+          out.sigma[r * ncorr + p] = w > 0 ? 1 / std::sqrt(w) : 0;  // 0: no information
+        }
+      }
+    });
+    if (weight_spectrum_) out.weight_spectrum = std::move(spectrum);
+    for (std::size_t r = 0; r < rows; ++r) {
+      first_time_ = std::min(first_time_, out.time[r]);
+      last_time_ = std::max(last_time_, out.time[r]);
+    }
+    rows_written_ += std::int64_t(rows);
+    return out;
+  }
+
+  std::string path_;
+  std::vector<std::string> correlations_;
+  bool weight_spectrum_ = true, overwrite_ = false;
+  double flag_fraction_ = 0, flag_row_fraction_ = 0;
+  std::uint64_t flag_seed_ = 1;
+
+  std::shared_ptr<const Observation> obs_;
+  std::string tmp_;  // where the Measurement Set is written until the run succeeds
+  std::int64_t rows_written_ = 0;
+  std::int32_t max_antenna_ = -1;
+  double first_time_ = std::numeric_limits<double>::infinity(), last_time_ = -std::numeric_limits<double>::infinity();
+};
+
+}  // namespace
+
+StageSpec io_write_ms_spec() {
+  StageSpec s;
+  s.type = "io.write_ms";
+  s.summary = "write visibilities to a new Measurement Set (for WSClean, CASA, DP3)";
+  s.doc =
+      "Creates a Measurement Set (casacore) with the standard subtables: ANTENNA (the observation's "
+      "antennas: name, ITRF position, diameter; placeholders where unknown), FEED (two receptors, X "
+      "and Y or R and L), FIELD (one field at the phase centre, J2000), SPECTRAL_WINDOW (the "
+      "observation's frequencies, TOPO), POLARIZATION (the chosen correlations), DATA_DESCRIPTION, "
+      "OBSERVATION (telescope, time range), PROCESSOR and HISTORY (where the data came from). Main "
+      "table rows: consecutive visibilities with the same antenna pair and time, and rising "
+      "channels, make one row (a block's rows are written together); UVW in metres from the first "
+      "visibility's wavelengths at its channel's frequency; TIME and TIME_CENTROID; INTERVAL and "
+      "EXPOSURE the observation's integration time; DATA with XX = YY = I (or RR = LL = I) and the "
+      "cross hands 0, as a Stokes I sky gives; WEIGHT_SPECTRUM w/4 in every correlation, so that "
+      "Stokes I read back as 4 min(w_XX, w_YY) (io.read_ms, WSClean) has weight w; WEIGHT the mean "
+      "over the row's channels, SIGMA = 1/sqrt(WEIGHT); FLAG set for channels a row does not hold "
+      "(weight 0) and, for tests, at random: flag_fraction of the visibilities (all correlations "
+      "of a channel) and flag_row_fraction of the rows (FLAG_ROW and every FLAG), from a hash of "
+      "(flag_seed, row, channel) so that they do not depend on block sizes. DATA, FLAG and "
+      "WEIGHT_SPECTRUM are tiled (TiledColumnStMan, tiles of whole rows of up to 32 channels), so "
+      "readers that slice channels or runs of rows read whole tiles. The Measurement Set is written "
+      "under a temporary name, closed after every block, and appears at path only when the whole "
+      "run succeeds; an existing path is replaced only with overwrite and only if it is a table. "
+      "Tested by reading back with io.read_ms and independently with casacore, and by imaging with "
+      "WSClean where installed.";
+  s.inputs = {
+      {"info", "VisSetInfo", Arity::once, Residency::host, "the observation: phase centre, frequencies, antennas"},
+      {"vis", "VisBlock", Arity::stream, Residency::host,
+       "Stokes I visibilities with antenna1, antenna2, time and channel (from io.simulate or io.read_ms)"},
+  };
+  s.params = {
+      {"path", ParamType::path, {}, false, "", {}, {}, {}, {}, "the Measurement Set to write (a directory)"},
+      {"correlations", ParamType::choice, std::string("linear4"), false, "", {}, {},
+       {"linear4", "linear2", "circular4", "circular2"}, {},
+       "correlations written: linear4 = XX XY YX YY, linear2 = XX YY, circular4 = RR RL LR LL, circular2 = RR LL"},
+      {"weight_spectrum", ParamType::boolean, true, false, "", {}, {}, {}, {},
+       "write WEIGHT_SPECTRUM (per-channel weights) besides WEIGHT"},
+      {"flag_fraction", ParamType::number, 0.0, false, "", 0.0, 1.0, {}, {},
+       "fraction of visibilities (all correlations of one channel of one row) flagged at random"},
+      {"flag_row_fraction", ParamType::number, 0.0, false, "", 0.0, 1.0, {}, {},
+       "fraction of rows flagged whole at random (FLAG_ROW)"},
+      {"flag_seed", ParamType::integer, std::int64_t(1), false, "", 0.0, {}, {}, {}, "seed of the random flags"},
+      {"overwrite", ParamType::boolean, false, false, "", {}, {}, {}, {},
+       "replace an existing Measurement Set at path (a path that is not a table is never replaced)"},
+  };
+  s.backends = {{"cpu", [] { return std::make_unique<WriteMs>(); }}};
+  s.concurrency = Concurrency::serial;
+  return s;
+}
+
+}  // namespace uvflow
