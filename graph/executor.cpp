@@ -141,12 +141,13 @@ struct Msg {
 
 struct Invocation {
   bool finish = false;
+  bool start = false;  // a source's start(): its up-front once outputs
   std::int64_t index = 0;
   std::map<std::string, std::shared_ptr<const Payload>, std::less<>> inputs;
   Tokens tokens;
 };
 
-long long item_of(const Invocation& inv) { return inv.finish ? -1 : inv.index; }
+long long item_of(const Invocation& inv) { return inv.finish || inv.start ? -1 : inv.index; }
 
 class Executor;
 
@@ -155,7 +156,8 @@ class StageNode {
   StageNode(Executor& ex, const StageInstance& inst, std::unique_ptr<Stage> stage);
   void build(flow::graph& g);
   void connect_inputs(std::vector<std::unique_ptr<StageNode>>& nodes);
-  void activate();
+  void start_source();  // a source's start(): emits its up-front once outputs
+  void activate();      // starts the streams
   StageMetrics metrics() const;
   const StageInstance& inst() const { return inst_; }
   bool finished() const { return finished_; }
@@ -165,6 +167,18 @@ class StageNode {
   bool is_source() const { return inst_.inputs.empty(); }
   void sync_device() const {
     if (stream_.valid()) stream_.synchronize();
+  }
+  // After the last device work: fold the device-side work counters into the metrics.
+  void collect_device_work() {
+    std::lock_guard lk(metrics_m_);
+    for (auto& counters : device_work_) {
+      Array<double> host = counters;
+      host.transfer(Location::host, stream_, false);
+      stream_.synchronize();
+      metrics_.work.visibilities += host[0];
+      metrics_.work.updates += host[1];
+    }
+    device_work_.clear();
   }
 
   std::map<std::string, flow::broadcast_node<Msg>*, std::less<>> out;
@@ -177,6 +191,7 @@ class StageNode {
   void run(const Invocation& inv);
   void forward(const std::string& port, std::shared_ptr<const Payload> p, const Tokens& tokens,
                std::int64_t index);
+  void note_output();  // an output was handed on (for cuda host outputs: once the copy landed)
   void stamp_device(const Invocation& inv, const std::vector<std::pair<std::string, std::shared_ptr<Payload>>>& outbox,
                     Tokens& tokens);
 
@@ -211,6 +226,7 @@ class StageNode {
   mutable std::mutex metrics_m_;
   StageMetrics metrics_;
   std::vector<std::pair<device::Event, device::Event>> timing_events_;
+  std::vector<Array<double>> device_work_;  // [visibilities, updates], read after the run
 };
 
 class Executor {
@@ -250,6 +266,7 @@ class Executor {
   std::exception_ptr first_error_;
   std::shared_ptr<std::atomic<bool>> alive_ = std::make_shared<std::atomic<bool>>(true);
   Clock::time_point t0_ = Clock::now();
+  double stream_start_s_ = 0;
   std::mutex out_m_;
   std::vector<std::pair<std::filesystem::path, std::filesystem::path>> outputs_;  // temp, final
   std::atomic<bool> done_{false};
@@ -261,7 +278,7 @@ class RunContext : public Context {
   RunContext(StageNode& n, const Invocation& inv) : n_(n), inv_(inv) {}
   const std::string& stage_id() const override { return n_.inst_.id; }
   const std::string& backend() const override { return n_.inst_.backend; }
-  std::int64_t item() const override { return inv_.finish ? -1 : inv_.index; }
+  std::int64_t item() const override { return inv_.finish || inv_.start ? -1 : inv_.index; }
   bool connected(std::string_view port) const override {
     for (auto& l : n_.inst_.inputs)
       if (l.port == port) return true;
@@ -292,6 +309,10 @@ class RunContext : public Context {
     m.updates += w.updates;
     m.bytes_h2d += w.bytes_h2d;
     m.bytes_d2h += w.bytes_d2h;
+  }
+  void add_work_on_device(Array<double> counters) override {
+    std::lock_guard lk(n_.metrics_m_);
+    n_.device_work_.push_back(std::move(counters));
   }
   std::filesystem::path output_file(const std::filesystem::path& final_path) override {
     return n_.ex_.output_file(final_path);
@@ -372,6 +393,13 @@ void StageNode::connect_inputs(std::vector<std::unique_ptr<StageNode>>& nodes) {
         }));
     flow::make_edge(*nodes[l.from]->out.at(l.from_port), *receivers_.back());
   }
+}
+
+void StageNode::start_source() {
+  if (!is_source()) return;
+  Invocation inv;
+  inv.start = true;
+  run(inv);
 }
 
 void StageNode::activate() {
@@ -486,7 +514,8 @@ void StageNode::run(const Invocation& inv) {
       }
       t_start = stream_.record(true);
     }
-    if (inv.finish) stage_->finish(ctx);
+    if (inv.start) stage_->start(ctx);
+    else if (inv.finish) stage_->finish(ctx);
     else stage_->process(ctx);
 
     Tokens tokens = inv.tokens;
@@ -498,7 +527,7 @@ void StageNode::run(const Invocation& inv) {
       }
       stamp_device(inv, ctx.outbox, tokens);
     }
-    if (inv.finish) {
+    if (inv.finish || inv.start) {
       for (auto& [port, p] : ctx.outbox) forward(port, std::move(p), {}, -1);
     } else {
       for (auto& [port, p] : ctx.outbox) forward(port, std::move(p), tokens, inv.index);
@@ -516,9 +545,9 @@ void StageNode::run(const Invocation& inv) {
     metrics_.wall_s += seconds_between(t0, t1);
     if (metrics_.busy_from < 0 || t0s < metrics_.busy_from) metrics_.busy_from = t0s;
     metrics_.busy_to = std::max(metrics_.busy_to, ex_.since_start());
-    if (!inv.finish) metrics_.items_in++;
+    if (!inv.finish && !inv.start) metrics_.items_in++;
   }
-  if (ex_.failed()) return;
+  if (ex_.failed() || inv.start) return;
   if (inv.finish) {
     // End every output stream; a once output must have been produced exactly once.
     for (auto& op : inst_.spec->outputs) {
@@ -588,16 +617,25 @@ void StageNode::forward(const std::string& port, std::shared_ptr<const Payload> 
     metrics_.items_out++;
   }
   auto* node = out.at(port);
+  auto* self = this;
   if (cuda_ && m.payload->location() == Location::host) {
     // A download: hand it on only when the copy has landed.
     auto alive = ex_.alive();
     auto done = stream_.record();
-    ex_.watcher()->after({done}, [node, m, alive] {
-      if (alive->load()) node->try_put(m);
+    ex_.watcher()->after({done}, [node, m, alive, self] {
+      if (!alive->load()) return;
+      self->note_output();
+      node->try_put(m);
     });
   } else {
+    note_output();
     node->try_put(m);
   }
+}
+
+void StageNode::note_output() {
+  std::lock_guard lk(metrics_m_);
+  metrics_.last_output_s = ex_.since_start();
 }
 
 StageMetrics StageNode::metrics() const {
@@ -707,12 +745,17 @@ RunReport Executor::run() {
   for (auto& n : nodes_) n->build(g_);
   for (auto& n : nodes_) n->connect_inputs(nodes_);
   std::thread monitor([this] { monitor_loop(); });
-  for (auto& n : nodes_) n->activate();
+  for (auto& n : nodes_) n->start_source();
+  if (plan_.run.once_first) g_.wait_for_all();  // the kernel stack and the like, before streaming
+  stream_start_s_ = since_start();
+  if (!failed_)
+    for (auto& n : nodes_) n->activate();
   g_.wait_for_all();
   if (has_cuda_) {
     for (auto& n : nodes_) {
       try {
         n->sync_device();
+        if (!failed_) n->collect_device_work();
       } catch (...) {
         fail(std::current_exception());
       }
@@ -735,6 +778,7 @@ RunReport Executor::run() {
   r.file = plan_.file.string();
   r.device = device_name_;
   r.wall_s = since_start();
+  r.stream_start_s = stream_start_s_;
   for (auto& n : nodes_) r.stages.push_back(n->metrics());
   alive_->store(false);
   if (failed_) {
@@ -825,6 +869,7 @@ std::string report_json(const RunReport& r) {
   j["file"] = r.file;
   j["device"] = r.device;
   j["wall_s"] = r.wall_s;
+  j["stream_start_s"] = r.stream_start_s;
   j["outputs"] = r.outputs;
   for (auto& m : r.stages) {
     double t = m.time_s();
@@ -838,6 +883,7 @@ std::string report_json(const RunReport& r) {
                            {"device_s", m.device_s},
                            {"busy_from_s", m.busy_from},
                            {"busy_to_s", m.busy_to},
+                           {"last_output_s", m.last_output_s},
                            {"bytes_h2d", m.work.bytes_h2d},
                            {"bytes_d2h", m.work.bytes_d2h},
                            {"visibilities", m.work.visibilities},

@@ -348,9 +348,9 @@ std::optional<ParamValue> Loader::convert(const ParamSpec& spec, Val v, const st
 }
 
 void Loader::parse_run(const YAML::Node& n) {
-  static const std::vector<std::string> keys = {"max_in_flight", "transfers", "report", "threads"};
+  static const std::vector<std::string> keys = {"max_in_flight", "transfers", "report", "threads", "once_first"};
   if (n.IsDefined() && !is_map(n)) {
-    error(pos_of(n), "'run' must be a mapping with keys max_in_flight, transfers, report, threads");
+    error(pos_of(n), "'run' must be a mapping with keys max_in_flight, transfers, report, threads, once_first");
     return;
   }
   if (n.IsDefined())
@@ -367,6 +367,7 @@ void Loader::parse_run(const YAML::Node& n) {
   ParamSpec tr{"transfers", ParamType::choice};
   tr.choices = {"auto", "explicit"};
   ParamSpec rep{"report", ParamType::path};
+  ParamSpec first{"once_first", ParamType::boolean};
   if (auto v = get("max_in_flight"); v.node.IsDefined())
     if (auto x = convert(mif, v, "run.max_in_flight")) plan_.run.max_in_flight = int(std::get<std::int64_t>(*x));
   if (auto v = get("threads"); v.node.IsDefined())
@@ -375,6 +376,8 @@ void Loader::parse_run(const YAML::Node& n) {
     if (auto x = convert(tr, v, "run.transfers")) plan_.run.explicit_transfers = std::get<std::string>(*x) == "explicit";
   if (auto v = get("report"); v.node.IsDefined())
     if (auto x = convert(rep, v, "run.report")) plan_.run.report = std::get<std::string>(*x);
+  if (auto v = get("once_first"); v.node.IsDefined())
+    if (auto x = convert(first, v, "run.once_first")) plan_.run.once_first = std::get<bool>(*x);
 }
 
 void Loader::parse_plugins(const YAML::Node& n) {

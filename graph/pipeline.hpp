@@ -18,6 +18,7 @@ struct RunOptions {
   bool explicit_transfers = false; // refuse to insert host<->device copies
   std::string report;              // JSON run report path ("" = none)
   int threads = 0;                 // TBB worker threads (0 = all cores)
+  bool once_first = false;         // finish what depends only on `once` outputs before streaming
 };
 
 // One input port's connection.

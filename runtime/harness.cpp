@@ -33,6 +33,7 @@ class StageHarness::Ctx : public Context {
     work_.bytes_h2d += w.bytes_h2d;
     work_.bytes_d2h += w.bytes_d2h;
   }
+  void add_work_on_device(Array<double> counters) override { device_work_.push_back(std::move(counters)); }
   std::filesystem::path output_file(const std::filesystem::path& f) override {
     if (f.has_parent_path()) std::filesystem::create_directories(f.parent_path());
     auto tmp = f.parent_path() / ("." + f.filename().string() + ".harness-" + std::to_string(getpid()) + ".tmp");
@@ -48,6 +49,7 @@ class StageHarness::Ctx : public Context {
   std::map<std::string, std::vector<std::shared_ptr<const Payload>>> out_;
   device::Stream stream_;
   Work work_;
+  std::vector<Array<double>> device_work_;
   std::vector<std::pair<std::filesystem::path, std::filesystem::path>> files_;
 };
 
@@ -92,7 +94,14 @@ void StageHarness::process(std::map<std::string, std::shared_ptr<const Payload>>
   ctx_->item_++;
 }
 
+void StageHarness::start() {
+  ctx_->item_ = -1;
+  stage_->start(*ctx_);
+  ctx_->item_ = 0;
+}
+
 void StageHarness::run_source() {
+  start();
   for (std::int64_t i = 0, n = stage_->stream_length(); i < n; ++i) process();
 }
 
@@ -106,7 +115,22 @@ std::vector<std::shared_ptr<const Payload>> StageHarness::outputs(const std::str
   return ctx_->out_[port];
 }
 
-Work StageHarness::work() const { return ctx_->work_; }
+Work StageHarness::work() const {
+  Work w = ctx_->work_;
+  if (ctx_->stream_.valid()) ctx_->stream_.synchronize();
+  for (const auto& counters : ctx_->device_work_) {
+    device::Stream s = ctx_->stream_;
+    const Array<double> host = [&] {
+      Array<double> c = counters;
+      c.transfer(Location::host, s, false);
+      s.synchronize();
+      return c;
+    }();
+    w.visibilities += host[0];
+    w.updates += host[1];
+  }
+  return w;
+}
 
 void StageHarness::commit_outputs() {
   for (auto& [tmp, f] : ctx_->files_) std::filesystem::rename(tmp, f);

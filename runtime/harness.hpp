@@ -21,8 +21,9 @@ class StageHarness {
   void set_input(const std::string& port, std::shared_ptr<const Payload> p);  // once inputs
   // One process() call with these stream inputs (none for sources and once-only stages).
   void process(std::map<std::string, std::shared_ptr<const Payload>> stream_inputs = {});
-  // Sources: process() once per item of stream_length().
+  // Sources: start() (their up-front once outputs), then process() once per item of stream_length().
   void run_source();
+  void start();
   void finish();
   // Everything emitted on `port` so far (device work synchronised first).
   std::vector<std::shared_ptr<const Payload>> outputs(const std::string& port);

@@ -132,6 +132,9 @@ class Stage {
   virtual void prepare(PrepareContext&) {}
   // Sources only (stages without inputs): how many items process() will be called for.
   virtual std::int64_t stream_length() const { return 0; }
+  // Sources only: called once before the first item, to emit the `once` outputs known up front
+  // (e.g. the observation), so the stages that need only those can run before the stream starts.
+  virtual void start(Context&) {}
   // One item: read inputs with ctx.in<T>(port), write outputs with ctx.emit(port, payload).
   virtual void process(Context& ctx) = 0;
   // After the last item of every stream input: emit what was accumulated (e.g. the grid).
@@ -185,6 +188,10 @@ class Context {
   // The stage's own CUDA stream (cuda backends only).
   virtual const device::Stream& stream() = 0;
   virtual void add_work(const Work& w) = 0;
+  // Cuda backends whose work is only known on the device (updates depend on supports read there):
+  // a device array [visibilities, updates] the stage keeps adding to; the framework reads it once,
+  // after the run's last device work, and adds it to the stage's Work. No sync in the hot path.
+  virtual void add_work_on_device(Array<double> counters) = 0;
   // A temporary path for an output file that becomes `final_path` only if the whole run
   // succeeds; on failure or Ctrl-C it is removed, so no half-written file is left.
   virtual std::filesystem::path output_file(const std::filesystem::path& final_path) = 0;

@@ -541,6 +541,7 @@ TEST(Simulate, PresetsHaveTheShapesOfTheSeedsDataSets) {
                  Case{"el30-56", 31395840}, Case{"el56-82", 31395840}, Case{"el82-70", 31395840}}) {
     SCOPED_TRACE(c.preset);
     StageHarness h(io_simulate_spec(), "cpu", one_source({{"preset", std::string(c.preset)}}));
+    h.start();
     h.process();  // the first block only
     auto obs = h.output<VisSetInfo>("info")->obs;
     EXPECT_EQ(obs->total_visibilities, c.visibilities);

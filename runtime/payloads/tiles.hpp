@@ -34,22 +34,32 @@ struct TileLayout {
 };
 
 inline constexpr char kTileCounts[] = "TileCounts";
+// The layout covers the block's bounding box (cpu) or the whole grid (cuda: the box is on the
+// device, and sizing the layout by it would need a round trip to the host). `active` is the
+// inclusive tile range [tu0, tu1, tv0, tv1] that holds the block's footprints, where the data
+// lives like `counts`, so later stages can limit themselves to it; empty when tu0 > tu1. The cpu
+// layout is the box, so its active range is every tile: [0, ntiles_u-1, 0, ntiles_v-1].
 struct TileCounts : PayloadOf<TileCounts, kTileCounts> {
   std::int64_t index = 0;
   TileLayout layout;
   Array<std::int32_t> counts;   // [tv][tu]: visibilities whose footprint meets the tile
-  template <class F> void each_array(F&& f) { f(counts); }
+  Array<std::int32_t> active;   // [tu0, tu1, tv0, tv1]
+  template <class F> void each_array(F&& f) { f(counts); f(active); }
 };
 
 inline constexpr char kTileBuckets[] = "TileBuckets";
 // Visibilities grouped by tile; one whose footprint meets several tiles is listed in each.
+// `entries` may be longer than offsets[count()] (the cuda backend allocates a host-known upper
+// bound); only [0, offsets[count()]) is meaningful.
 struct TileBuckets : PayloadOf<TileBuckets, kTileBuckets> {
   std::int64_t index = 0;
   TileLayout layout;
   VisBlock vis;                 // the placed (w-sorted) block the entries index
   Array<std::int64_t> offsets;  // count()+1: tile t's entries are [offsets[t], offsets[t+1])
-  Array<std::int32_t> entries;  // visibility indices into `vis`, in w-plane order per tile
-  template <class F> void each_array(F&& f) { vis.each_array(f); f(offsets); f(entries); }
+  Array<std::int32_t> entries;  // visibility indices into `vis`, in (about) w-plane order per tile
+  Array<std::int32_t> entry_tile;  // the tile of each entry (cuda; the nvidia gridder reads it, as in its memo)
+  Array<std::int32_t> active;   // TileCounts::active: the tile range holding entries
+  template <class F> void each_array(F&& f) { vis.each_array(f); f(offsets); f(entries); f(entry_tile); f(active); }
 };
 
 }  // namespace uvflow

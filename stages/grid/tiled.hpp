@@ -8,15 +8,24 @@
 //   out  grid         Grid, once (emitted at the end of the stream): single-precision cells,
 //                     norm (double), gridded and skipped counts
 //   params
+//        variant      uvflow (default) | nvidia | nag: the design (cuda); the cpu backend has one
 //        central_box  integer, tiles, default 2, range [-1, 100000]: radius W of the central box,
-//                     the (2W+1)^2 tiles around the tile holding the grid centre; -1: none
-//   backend: cpu (serial over blocks, parallel within a block).
+//                     the (2W+1)^2 tiles around the tile holding the grid centre; -1: none (cpu, nag)
+//        entries_per_item             uvflow: the most entries of one tile a warp takes at once
+//        nag_blocks_per_tile, nag_blocks_per_central_tile    nag: blocks per tile (16 and 1000)
+//   backends: cpu (serial over blocks, parallel within a block); cuda (stages/grid/tiled.cu).
 #pragma once
+
+#include <memory>
 
 #include "runtime/stage.hpp"
 
 namespace uvflow {
 
 StageSpec grid_tiled_spec();
+
+#ifdef UVFLOW_WITH_CUDA
+std::unique_ptr<Stage> make_grid_tiled_cuda();  // stages/grid/tiled.cu
+#endif
 
 }  // namespace uvflow

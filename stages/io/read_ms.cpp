@@ -118,14 +118,16 @@ class ReadMs : public Stage {
     scan();
   }
 
+  // The observation is known before the first block: kernels.wproj can start at once.
+  void start(Context& ctx) override {
+    auto info = std::make_shared<VisSetInfo>();
+    info->obs = obs_;
+    ctx.emit("info", info);
+  }
+
   std::int64_t stream_length() const override { return std::int64_t(blocks_.size()); }
 
   void process(Context& ctx) override {
-    if (ctx.item() == 0) {
-      auto info = std::make_shared<VisSetInfo>();
-      info->obs = obs_;
-      ctx.emit("info", info);
-    }
     const Block& blk = blocks_[std::size_t(ctx.item())];
     ms_->read(blk.first_row, blk.rows, true, chunk_);
     auto out = make_block(ctx.item());
@@ -442,7 +444,7 @@ StageSpec io_read_ms_spec() {
       "io.simulate data written by io.write_ms and Measurement Sets written directly with casacore.";
   s.outputs = {
       {"info", "VisSetInfo", Arity::once, Residency::host,
-       "the Observation: phase centre, frequencies, sizes and uvw statistics; emitted with item 0"},
+       "the Observation: phase centre, frequencies, sizes and uvw statistics; emitted before the first block"},
       {"vis", "VisBlock", Arity::stream, Residency::host,
        "the visibilities of rows_per_block rows, row by row, channel by channel"},
   };

@@ -1,7 +1,7 @@
 // io.read_ms: visibilities from a Measurement Set, streamed in blocks of rows, with the uvw
 // statistics of the selected data known before the first block.
 //
-//   outputs  info: VisSetInfo, once (emitted with item 0, before its block)
+//   outputs  info: VisSetInfo, once (emitted before the first block, from start())
 //            vis:  VisBlock, stream, host; one block per rows_per_block rows that hold data
 //   params   path (the MS), data_column (DATA | CORRECTED_DATA | MODEL_DATA), field (-1 = the
 //            only one), channels ("" = all, else e.g. "0-31,40"), stokes (I | Q | U | V | XX |

@@ -265,15 +265,17 @@ class Simulate : public Stage {
     make_observation();
   }
 
+  // The observation is known before the first block: kernels.wproj can start at once.
+  void start(Context& ctx) override {
+    auto info = std::make_shared<VisSetInfo>();
+    info->obs = obs_;
+    ctx.emit("info", info);
+  }
+
   std::int64_t stream_length() const override { return blocks_; }
 
   void process(Context& ctx) override {
     const std::int64_t index = ctx.item();
-    if (index == 0) {
-      auto info = std::make_shared<VisSetInfo>();
-      info->obs = obs_;
-      ctx.emit("info", info);
-    }
     const std::int64_t first_dump = index * dumps_per_block_;
     const std::int64_t dumps = std::min<std::int64_t>(dumps_per_block_, dumps_ - first_dump);
     const std::size_t n = std::size_t(dumps * baselines_ * channels_);
@@ -629,7 +631,7 @@ StageSpec io_simulate_spec() {
       "std::exp, and a direct-DFT image of a single source.";
   s.outputs = {
       {"info", "VisSetInfo", Arity::once, Residency::host,
-       "the Observation: phase centre, frequency, sizes and uvw statistics; emitted with item 0"},
+       "the Observation: phase centre, frequency, sizes and uvw statistics; emitted before the first block"},
       {"vis", "VisBlock", Arity::stream, Residency::host, "visibility blocks of dumps_per_block whole dumps"},
   };
   std::vector<std::string> preset_names;

@@ -1,7 +1,7 @@
 // io.simulate: visibilities of a point-source sky observed by SKA1-Low (v5 station layout), in
 // blocks of whole dumps, with the uvw statistics known before the first block.
 //
-//   outputs  info: VisSetInfo, once (emitted with item 0, before its block)
+//   outputs  info: VisSetInfo, once (emitted before the first block, from start())
 //            vis:  VisBlock, stream, host; one block of dumps_per_block dumps per item
 //   params   preset (tiny | small | synthetic | el30-56 | el56-82 | el82-70), layout (path),
 //            stations, dumps, dumps_per_block (0 = preset), freq_hz, channels, channel_width_hz,

@@ -41,6 +41,7 @@ class BucketSort : public Stage {
     out->index = vis->index;
     out->layout = l;
     out->vis = *vis;
+    out->active = counts->active;
     out->offsets = Array<std::int64_t>::host(tiles + 1, pinned_);
     std::int64_t* offsets = out->offsets.data();
     offsets[0] = 0;
@@ -103,16 +104,35 @@ StageSpec tiles_bucket_sort_spec() {
   s.summary = "list, per tile, the visibilities whose footprint meets it, in w-plane order";
   s.doc =
       "Bucket sort of a placed block into the tiles of tiles.count: offsets are the exclusive scan of the counts, "
-      "and tile t's entries [offsets[t], offsets[t+1]) are the indices of the visibilities whose footprint meets it, "
-      "ascending, so in w-plane order for a block sorted by uvw.w_sort (consecutive visibilities of a tile then share "
-      "kernel planes in cache). A visibility meeting several tiles is listed in each. Parallel over chunks of the "
-      "block with per-chunk cursors instead of atomics: the output is the same whatever the thread count. Tested "
-      "against a brute-force test of every (visibility, tile) pair and across thread counts.";
+      "and tile t's entries [offsets[t], offsets[t+1]) are the indices of the visibilities whose footprint meets it "
+      "(visibilities marked off the grid, plane -1, are in no tile). A visibility meeting several tiles is listed "
+      "in each. For a block sorted by uvw.w_sort, a tile's list in index order is in w-plane order, so consecutive "
+      "visibilities of a tile share kernel planes in cache. The active tile range of the counts is passed on. "
+      "cpu: parallel over chunks of the block with per-chunk cursors instead of atomics; each tile's entries "
+      "ascend, and the output is the same whatever the thread count. "
+      "cuda (Listing 5): the offsets are a CUB scan of the counts widened to 64 bits; one thread per visibility, "
+      "in block order, takes a slot in each tile it meets with an atomic on that tile's cursor (a copy of the "
+      "offsets), lanes of a warp meeting the same tile sharing one atomic and taking slots in block order, and "
+      "writes the visibility to `entries` and the tile to `entry_tile` (for gridders that walk all entries in "
+      "order, as NVIDIA's does: 001 memo 3.1; the cpu backend leaves it empty). Across warps the atomics decide, "
+      "so each tile's list is only roughly in w-plane order and may differ from run to run; gridders do not "
+      "depend on the order for correctness. Exact block order would need a stable radix sort of (tile, "
+      "visibility) pairs over every slot allocated: several passes and twice the memory, for an order no gridder "
+      "needs (their atomic write-backs are not deterministic either). The host does not know the total, so "
+      "`entries` and `entry_tile` are allocated for n x (the most tiles a footprint of the block's max_support "
+      "meets in this layout): device memory over-allocated, typically 2-4x, in exchange for no round trip to the "
+      "host; only [0, offsets[count]) is filled. A kernel cannot throw: a slot past its tile's count (counts from "
+      "another block) or past that bound (a support above max_support) is dropped. "
+      "Tested: cpu against a brute-force test of every (visibility, tile) pair and across thread counts; cuda "
+      "against cpu, tile by tile as sets.";
   s.inputs = {{"vis", kVisBlock, Arity::stream, Residency::backend, "a block placed and w-sorted by uvw.w_sort"},
               {"counts", kTileCounts, Arity::stream, Residency::backend, "the same block's tile layout and counts"}};
   s.outputs = {{"buckets", kTileBuckets, Arity::stream, Residency::backend,
-                "per-tile visibility lists, with the block they index"}};
+                "per-tile visibility lists, with the block they index and the active tile range"}};
   s.backends = {{"cpu", [] { return std::make_unique<BucketSort>(); }}};
+#ifdef UVFLOW_WITH_CUDA
+  s.backends.push_back({"cuda", make_bucket_sort_cuda});
+#endif
   s.concurrency = Concurrency::parallel;
   return s;
 }

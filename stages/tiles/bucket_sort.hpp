@@ -1,17 +1,28 @@
 // tiles.bucket_sort: lists, per tile, the visibilities whose footprint meets it (NAG memo
 // section 3.3.1, with each tile's list in w-plane order as in section 4.2).
 //
-//   in   vis      VisBlock, stream: placed and w-sorted by uvw.w_sort
-//        counts   TileCounts, stream: the same block's layout and counts (tiles.count)
-//   out  buckets  TileBuckets, stream: offsets (exclusive scan of the counts), entries (indices
-//                 into the block, ascending within each tile, hence in w-plane order), the block
-//   backend: cpu (parallel within a block, deterministic); no parameters.
+//   in   vis      VisBlock, stream, backend residency: placed and w-sorted by uvw.w_sort
+//        counts   TileCounts, stream, backend residency: the same block's layout and counts
+//   out  buckets  TileBuckets, stream, backend residency: offsets (exclusive scan of the counts),
+//                 entries (indices into the block), entry_tile (cuda: each entry's tile), the
+//                 active tile range, the block
+//   backends: cpu  per-chunk cursors, deterministic; each tile's entries ascending, hence in
+//                  w-plane order
+//             cuda atomic per-tile cursors (Listing 5); entries sized by a host-known bound, each
+//                  tile's list only roughly in w-plane order; only in a build with CUDA
+//   no parameters.
 #pragma once
+
+#include <memory>
 
 #include "runtime/stage.hpp"
 
 namespace uvflow {
 
 StageSpec tiles_bucket_sort_spec();
+
+#ifdef UVFLOW_WITH_CUDA
+std::unique_ptr<Stage> make_bucket_sort_cuda();  // stages/tiles/bucket_sort.cu
+#endif
 
 }  // namespace uvflow

@@ -11,27 +11,33 @@
 #include "stages/uvw/w_sort.hpp"
 
 namespace uvflow {
-namespace {
 
-// The smallest layout covering `box` whose tile edges sit at centre - tile/2 + k*tile.
-TileLayout tile_layout(const BoundingBox& box, int grid_size, int tile_u, int tile_v) {
+TileLayout tile_layout(int u_min, int u_max, int v_min, int v_max, int grid_size, int tile_u, int tile_v) {
   TileLayout l;
   l.tile_u = tile_u;
   l.tile_v = tile_v;
   const int centre = grid_size / 2;
   const int edge_u = centre - tile_u / 2, edge_v = centre - tile_v / 2;
-  if (box.empty()) {
-    l.origin_u = edge_u;
-    l.origin_v = edge_v;
-    return l;
-  }
-  const int first_u = floor_div(box.u_min() - edge_u, tile_u), first_v = floor_div(box.v_min() - edge_v, tile_v);
+  const int first_u = floor_div(u_min - edge_u, tile_u), first_v = floor_div(v_min - edge_v, tile_v);
   l.origin_u = edge_u + first_u * tile_u;
   l.origin_v = edge_v + first_v * tile_v;
-  l.ntiles_u = floor_div(box.u_max() - l.origin_u, tile_u) + 1;
-  l.ntiles_v = floor_div(box.v_max() - l.origin_v, tile_v) + 1;
+  l.ntiles_u = floor_div(u_max - l.origin_u, tile_u) + 1;
+  l.ntiles_v = floor_div(v_max - l.origin_v, tile_v) + 1;
   l.centre_u = -first_u;
   l.centre_v = -first_v;
+  return l;
+}
+
+namespace {
+
+// An empty box gets an empty layout aligned like the others.
+TileLayout box_layout(const BoundingBox& box, int grid_size, int tile_u, int tile_v) {
+  if (!box.empty()) return tile_layout(box.u_min(), box.u_max(), box.v_min(), box.v_max(), grid_size, tile_u, tile_v);
+  TileLayout l;
+  l.tile_u = tile_u;
+  l.tile_v = tile_v;
+  l.origin_u = grid_size / 2 - tile_u / 2;
+  l.origin_v = grid_size / 2 - tile_v / 2;
   return l;
 }
 
@@ -51,11 +57,14 @@ class TileCount : public Stage {
       throw InputError("box of block " + std::to_string(box->index) + " joined with block " + std::to_string(vis->index));
     auto out = std::make_shared<TileCounts>();
     out->index = vis->index;
-    out->layout = tile_layout(*box, vis->grid_size, tile_u_, tile_v_);
+    out->layout = box_layout(*box, vis->grid_size, tile_u_, tile_v_);
     const TileLayout& l = out->layout;
     const std::size_t tiles = std::size_t(l.count());
     out->counts = Array<std::int32_t>::host(tiles, pinned_);
     std::fill(out->counts.begin(), out->counts.end(), 0);
+    out->active = Array<std::int32_t>::host(4, pinned_);
+    const std::int32_t active[4] = {0, l.ntiles_u - 1, 0, l.ntiles_v - 1};  // the layout is the box
+    std::copy(active, active + 4, out->active.begin());
 
     tbb::enumerable_thread_specific<std::vector<std::int32_t>> local([&] { return std::vector<std::int32_t>(tiles, 0); });
     const GridCoord* c = vis->coords.host_data();
@@ -90,23 +99,35 @@ class TileCount : public Stage {
 StageSpec tiles_count_spec() {
   StageSpec s;
   s.type = "tiles.count";
-  s.summary = "cover a block's bounding box with tiles and count the visibilities meeting each tile";
+  s.summary = "cover the grid with tiles and count the visibilities meeting each tile";
   s.doc =
-      "Lays tiles of tile_u x tile_v cells over the block's bounding box, with tile edges at "
-      "grid_size/2 - tile/2 + k*tile so that the grid centre lies in the middle of tile (centre_u, centre_v) "
-      "and every block of a stream tiles the grid identically (the central box of grid.tiled is then the same "
-      "cells for every block). Counts, per tile, the visibilities whose (2s+1)^2 footprint meets the tile; a "
-      "visibility near a tile edge counts in each tile it meets. Parallel over the block with per-thread counts. "
-      "Tested against a brute-force test of every (visibility, tile) pair.";
+      "Lays tiles of tile_u x tile_v cells with tile edges at grid_size/2 - tile/2 + k*tile, so that the grid "
+      "centre lies in the middle of tile (centre_u, centre_v) and every block of a stream tiles the grid "
+      "identically (the central box of grid.tiled is then the same cells for every block). Counts, per tile, the "
+      "visibilities whose (2s+1)^2 footprint meets the tile; a visibility near a tile edge counts in each tile it "
+      "meets; visibilities marked outside the grid (plane -1) count nowhere. `active` is the tile range holding "
+      "the block's bounding box. "
+      "cpu: the layout is the smallest covering the bounding box, so every tile is active; parallel over the "
+      "block with per-thread counts. "
+      "cuda: the box is on the device and the host never reads it, so the layout covers the whole grid (origin "
+      "the last tile edge at or below cell 0, the last tile reaching cell grid_size-1) and the box's tiles are "
+      "written to `active` on the device; one thread per visibility adds one to each tile its footprint meets "
+      "with atomics, lanes of a warp meeting the same tile sharing one. A footprint outside the layout (coords from another grid) cannot "
+      "raise an error in a kernel: it is not counted. "
+      "Tested: cpu against a brute-force test of every (visibility, tile) pair, cuda against cpu tile by tile.";
   s.inputs = {{"vis", kVisBlock, Arity::stream, Residency::backend, "a block placed by uvw.w_sort"},
               {"box", kBoundingBox, Arity::stream, Residency::backend, "the same block's bounding box"}};
-  s.outputs = {{"counts", kTileCounts, Arity::stream, Residency::backend, "tile layout and per-tile counts"}};
+  s.outputs = {{"counts", kTileCounts, Arity::stream, Residency::backend,
+                "tile layout, per-tile counts and the active tile range"}};
   s.params = {
       {.name = "tile_u", .type = ParamType::integer, .def = std::int64_t(64), .unit = "cells", .min = 1, .max = 4096,
        .doc = "tile width along u; 64 suits the CPU gridder (a 64 x 64 tile of the grid fits in L2)"},
       {.name = "tile_v", .type = ParamType::integer, .def = std::int64_t(64), .unit = "cells", .min = 1, .max = 4096,
        .doc = "tile height along v"}};
   s.backends = {{"cpu", [] { return std::make_unique<TileCount>(); }}};
+#ifdef UVFLOW_WITH_CUDA
+  s.backends.push_back({"cuda", make_tiles_count_cuda});
+#endif
   s.concurrency = Concurrency::parallel;
   return s;
 }

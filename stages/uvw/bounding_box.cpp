@@ -56,12 +56,21 @@ StageSpec uvw_bounding_box_spec() {
   s.type = "uvw.bounding_box";
   s.summary = "the inclusive range of grid cells a placed block's footprints touch";
   s.doc =
-      "For a block placed by uvw.w_sort, the smallest box of grid cells holding every visibility's footprint "
-      "(cell +- support of its w-plane, inclusive): the active grid that tiles.count covers with tiles. "
-      "A block with no visibilities gives an empty box. Tested against a plain loop over the block.";
+      "For a block placed by uvw.w_sort, the smallest box of grid cells holding every footprint of a visibility "
+      "on the grid (cell +- support of its w-plane, inclusive; visibilities marked off the grid, plane -1, are "
+      "left out): the active grid that tiles.count covers with tiles. A block with no visibility on the grid "
+      "gives the empty box [1, 0, 1, 0]. "
+      "cpu: a parallel reduction over the block. "
+      "cuda: each thread block reduces 4096 visibilities and folds its extent into the device-resident box with "
+      "atomicMin/atomicMax, from INT_MAX/INT_MIN sentinels that a last one-thread kernel turns into the empty "
+      "box if nothing was found; the host never reads the box. "
+      "Tested: cpu against a plain loop over the block, cuda against cpu.";
   s.inputs = {{"vis", kVisBlock, Arity::stream, Residency::backend, "a block placed by uvw.w_sort"}};
   s.outputs = {{"box", kBoundingBox, Arity::stream, Residency::backend, "inclusive cell range of all footprints"}};
   s.backends = {{"cpu", [] { return std::make_unique<BoundingBoxStage>(); }}};
+#ifdef UVFLOW_WITH_CUDA
+  s.backends.push_back({"cuda", make_bounding_box_cuda});
+#endif
   s.concurrency = Concurrency::parallel;
   return s;
 }

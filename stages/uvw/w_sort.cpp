@@ -51,6 +51,11 @@ void check_placed(const VisBlock& b) {
                      " entries for " + std::to_string(b.size()) + " visibilities): feed it through uvw.w_sort first");
 }
 
+void check_on_device(const ArrayBase& a, const std::string& what) {
+  if (a.location() != Location::device)
+    throw std::logic_error(what + " is in host memory, the cuda backend reads device memory");
+}
+
 namespace {
 
 // Visibilities per chunk of the counting sort. The sort is stable, so its output does not
@@ -150,16 +155,28 @@ StageSpec uvw_w_sort_spec() {
       "pos_u = -uu*scale, pos_v = vv*scale, cell = round(pos) + grid_size/2, plane = round(sqrt(|ww|*w_scale)) "
       "clamped to the last plane, sub-cell offsets round((round(pos) - pos)*oversample), kernel conjugated "
       "when ww > 0) and stores it in the block's `coords` with the plane's support, so later stages never "
-      "recompute it. Visibilities whose (2s+1)^2 footprint would leave the grid are removed and counted in "
-      "`skipped`. The block is then reordered by w-plane with a stable counting sort (parallel over chunks of the "
-      "block; the output does not depend on the thread count). Tested against an independent double-precision "
-      "placement, including visibilities just inside and just outside the grid edges and rounding ties.";
+      "recompute it. The block is reordered by w-plane with a stable sort: every array (uu, vv, ww, vis, weight, "
+      "coords) moves; the optional per-row arrays (antenna1, antenna2, channel, time) are left empty. "
+      "cpu: a counting sort, parallel over chunks of the block (the output does not depend on the thread count); "
+      "visibilities whose (2s+1)^2 footprint would leave the grid are removed and counted in `skipped`; "
+      "non-finite uvw stops the run with an error naming the visibility. "
+      "cuda: a CUB radix sort of (plane, index) pairs on the device, keys only as wide as the plane count needs; "
+      "the host never reads the block, so it cannot size a smaller one: visibilities off the grid stay, sorted "
+      "after the last plane in input order, with coords.plane = -1, and every consumer skips them (gridders count "
+      "them as skipped); `skipped` is the input's. A kernel cannot raise an error, so non-finite uvw is treated "
+      "as off the grid. The visibilities on the grid come out in the cpu backend's order with identical coords. "
+      "Tested: cpu against an independent double-precision placement, including visibilities just inside and "
+      "just outside the grid edges and rounding ties; cuda against cpu on random and edge cases.";
   s.inputs = {{"vis", kVisBlock, Arity::stream, Residency::backend, "raw visibilities (uu, vv, ww in wavelengths)"},
               {"kernels", kKernelStack, Arity::once, Residency::backend,
                "kernel stack: grid geometry, oversample, w_scale and per-plane supports"}};
   s.outputs = {{"vis", kVisBlock, Arity::stream, Residency::backend,
-                "the block with coords set, sorted by w-plane, off-grid visibilities removed and counted"}};
+                "the block with coords set, sorted by w-plane; off-grid visibilities removed and counted (cpu) or "
+                "last with plane -1 (cuda)"}};
   s.backends = {{"cpu", [] { return std::make_unique<WSort>(); }}};
+#ifdef UVFLOW_WITH_CUDA
+  s.backends.push_back({"cuda", make_w_sort_cuda});
+#endif
   s.concurrency = Concurrency::parallel;
   return s;
 }

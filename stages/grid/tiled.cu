@@ -1,0 +1,572 @@
+// grid.tiled, cuda backend: three variants over the same bucket-sorted tiles.
+//
+//   nag     000 memo sections 3.2-3.5: a fixed number of thread blocks per tile (more for the
+//           central box), 32 x 2 threads each owning a column strip of a 32 x 32 tile, half in
+//           registers and half in shared memory, NAG's reordered kernel layout, atomic write-back.
+//   nvidia  001 memo section 3: 32-thread blocks taking chunks of 32 entries from a global counter
+//           (dynamic load balance), the chunk cached in shared memory, each thread owning a column
+//           of a 32 x 16 tile in registers, written back with atomics when the tile changes; the
+//           OERC kernel layout (section 4.1) and the sort results stored once (4.2).
+//   uvflow  ours: a warp owns a 32-wide tile in shared memory for one work item (a tile's entries,
+//           at most `entries_per_item` of them, taken from a global counter, so a dense tile is
+//           split across warps and SMs). For each visibility the warp's lanes cover the footprint
+//           clipped to the tile: 32/C rows of C columns at a time, so a narrow footprint keeps most
+//           lanes busy instead of one row's worth; no atomics per update, one atomic per cell of
+//           the touched box when the item ends. OERC kernel reads.
+//
+// All three report norm, gridded and skipped counts through one totals kernel over the block, and
+// their kernel-point updates through a device work counter (no host synchronisation).
+#include <cuda_runtime.h>
+
+#include <cub/device/device_scan.cuh>
+
+#include <stdexcept>
+#include <string>
+
+#include "runtime/payloads/kernels.hpp"
+#include "runtime/payloads/tiles.hpp"
+#include "stages/grid/tiled.hpp"
+#include "stages/kernels/layouts.hpp"
+#include "stages/uvw/placement.hpp"
+
+namespace uvflow {
+namespace {
+
+constexpr unsigned kFull = 0xffffffffu;
+
+struct TileGeometry {
+  int tile_u, tile_v, origin_u, origin_v, ntiles_u, ntiles_v, grid_size;
+  __device__ int u0(std::int64_t t) const { return origin_u + int(t % ntiles_u) * tile_u; }
+  __device__ int v0(std::int64_t t) const { return origin_v + int(t / ntiles_u) * tile_v; }
+};
+
+// One visibility as the gridding loops use it: placed, its value times weight, and the signs
+// that fold the conjugation (w > 0) into the multiply-add (as the cpu backend does).
+struct Vis {
+  GridCoord c;
+  float vr, vi, vr_s, vi_s;
+};
+
+__device__ inline Vis load_vis(const GridCoord* coords, const float2* vis, const float* weight, std::int32_t i) {
+  Vis v;
+  v.c = coords[i];
+  const float w = weight[i];
+  const float2 x = vis[i];
+  v.vr = x.x * w;
+  v.vi = x.y * w;
+  const float sign = v.c.conj ? -1.0f : 1.0f;
+  v.vr_s = sign * v.vr;
+  v.vi_s = sign * v.vi;
+  return v;
+}
+
+// g += (vr + i vi) * C, C conjugated through vr_s, vi_s.
+__device__ inline void mad(float2& g, const Vis& v, float2 k) {
+  g.x += v.vr * k.x - v.vi_s * k.y;
+  g.y += v.vi * k.x + v.vr_s * k.y;
+}
+
+__device__ inline void atomic_add(float2* p, float2 v) {
+#if __CUDA_ARCH__ >= 900
+  atomicAdd(p, v);  // one vector atomic per cell (each float still added atomically)
+#else
+  atomicAdd(&p->x, v.x);
+  atomicAdd(&p->y, v.y);
+#endif
+}
+
+// ---------------------------------------------------------------- totals (all variants)
+
+// norm, gridded and skipped counts into Grid::totals, visibilities and updates into the stage's
+// device work counter: one pass over the placed block, independent of the tiling.
+__global__ void totals_kernel(const GridCoord* coords, const float* weight, std::int64_t n, const double* fsum, int o,
+                              double* totals, double* work) {
+  double norm = 0, gridded = 0, skipped = 0, updates = 0;
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n; i += std::int64_t(gridDim.x) * blockDim.x) {
+    const GridCoord c = coords[i];
+    if (c.plane < 0) {
+      skipped += 1;
+      continue;
+    }
+    norm += double(weight[i]) * fsum[footprint_index(c, o)];
+    gridded += 1;
+    updates += double(2 * c.support + 1) * (2 * c.support + 1);
+  }
+  for (int d = 16; d > 0; d /= 2) {
+    norm += __shfl_down_sync(kFull, norm, d);
+    gridded += __shfl_down_sync(kFull, gridded, d);
+    skipped += __shfl_down_sync(kFull, skipped, d);
+    updates += __shfl_down_sync(kFull, updates, d);
+  }
+  __shared__ double part[4][32];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  if (lane == 0) part[0][warp] = norm, part[1][warp] = gridded, part[2][warp] = skipped, part[3][warp] = updates;
+  __syncthreads();
+  if (warp == 0 && lane < 4) {
+    double sum = 0;
+    for (int w = 0; w < warps; ++w) sum += part[lane][w];
+    if (sum != 0) {
+      if (lane < 3) atomicAdd(totals + lane, sum);
+      if (lane == 1) atomicAdd(work + 0, sum);  // visibilities gridded
+      if (lane == 3) atomicAdd(work + 1, sum);
+    }
+  }
+}
+
+// ---------------------------------------------------------------- nvidia
+
+struct NvidiaArgs {
+  TileGeometry t;
+  int o;
+  const GridCoord* coords;
+  const float2* vis;
+  const float* weight;
+  const std::int32_t* entries;
+  const std::int32_t* entry_tile;
+  const std::int64_t* total;  // offsets[count()]: entries in the block
+  const std::int64_t* oerc_start;
+  const float2* oerc;
+  float2* grid;
+  unsigned long long* next_chunk;
+};
+
+constexpr int kNvidiaRows = 16;
+
+__device__ void nvidia_flush(const NvidiaArgs& a, std::int64_t tile, float2 (&acc)[kNvidiaRows]) {
+  if (tile < 0) return;
+  const int u = a.t.u0(tile) + int(threadIdx.x), v0 = a.t.v0(tile);
+#pragma unroll
+  for (int r = 0; r < kNvidiaRows; ++r) {
+    const int v = v0 + r;
+    if (u >= 0 && u < a.t.grid_size && v >= 0 && v < a.t.grid_size && (acc[r].x != 0 || acc[r].y != 0))
+      atomic_add(a.grid + std::int64_t(v) * a.t.grid_size + u, acc[r]);
+    acc[r] = make_float2(0, 0);
+  }
+}
+
+__global__ void __launch_bounds__(32) nvidia_kernel(const NvidiaArgs a) {
+  __shared__ Vis cache[32];
+  __shared__ std::int32_t cache_tile[32];
+  const int lane = threadIdx.x;
+  const std::int64_t total = *a.total;
+  float2 acc[kNvidiaRows];
+#pragma unroll
+  for (int r = 0; r < kNvidiaRows; ++r) acc[r] = make_float2(0, 0);
+  std::int64_t tile = -1;
+  for (;;) {
+    unsigned long long chunk = 0;
+    if (lane == 0) chunk = atomicAdd(a.next_chunk, 1ull);
+    chunk = __shfl_sync(kFull, chunk, 0);
+    const std::int64_t e0 = std::int64_t(chunk) * 32;
+    if (e0 >= total) break;
+    // Cooperative load of 32 entries into shared memory (001 memo 3.2).
+    if (e0 + lane < total) {
+      cache[lane] = load_vis(a.coords, a.vis, a.weight, a.entries[e0 + lane]);
+      cache_tile[lane] = a.entry_tile[e0 + lane];
+    }
+    __syncwarp();
+    const int n = int(total - e0 < 32 ? total - e0 : 32);
+    for (int q = 0; q < n; ++q) {
+      const Vis v = cache[q];
+      if (cache_tile[q] != tile) {  // the tile changed: write the old one back
+        nvidia_flush(a, tile, acc);
+        tile = cache_tile[q];
+      }
+      const int s = v.c.support, o = a.o, L = 2 * s + 1, S = o / 2 + o * s + 1;
+      const int k = a.t.u0(tile) + lane - v.c.u;
+      if (k < -s || k > s) continue;
+      const int au = v.c.off_u < 0 ? -v.c.off_u : v.c.off_u;
+      const float2* col = a.oerc + a.oerc_start[v.c.plane] + (std::int64_t(au) * S + S - 1) * L + s +
+                          (v.c.off_u >= 0 ? k : -k);
+      const int j0 = a.t.v0(tile) - v.c.v;
+#pragma unroll
+      for (int r = 0; r < kNvidiaRows; ++r) {
+        const int j = j0 + r;
+        if (j < -s || j > s) continue;
+        const int iv = abs(v.c.off_v + j * o);
+        mad(acc[r], v, col[-std::int64_t(iv) * L]);
+      }
+    }
+    __syncwarp();
+  }
+  nvidia_flush(a, tile, acc);
+}
+
+// ---------------------------------------------------------------- nag
+
+struct NagArgs {
+  TileGeometry t;
+  int o;
+  const GridCoord* coords;
+  const float2* vis;
+  const float* weight;
+  const std::int64_t* offsets;
+  const std::int32_t* entries;
+  const std::int32_t* active;  // [tu0, tu1, tv0, tv1]
+  const std::int64_t* quarter_start;
+  const float2* nag;
+  float2* grid;
+  int central_radius;  // tiles around the centre tile processed with more blocks per tile
+  int blocks_per_tile, blocks_per_central_tile;
+  unsigned long long* next_unit;
+};
+
+constexpr int kNagRegs = 8, kNagShm = 8, kNagRows = 2 * (kNagRegs + kNagShm);  // 32 x 32 tiles
+
+// One work unit = (tile, block number within the tile): NAG launched a grid of such blocks; we take
+// them from a counter over the active tiles instead, so empty tiles of the whole-grid layout cost
+// no launch (semantics unchanged: each tile's entries are split over its blocks by stride).
+__global__ void __launch_bounds__(64) nag_kernel(const NagArgs a) {
+  extern __shared__ float2 shm[];  // [kNagShm][2][32]
+  const int lane = threadIdx.x, half = threadIdx.y;  // thread (lane, half) owns column `lane`
+  const int tu0 = a.active[0], tu1 = a.active[1], tv0 = a.active[2], tv1 = a.active[3];
+  if (tu0 > tu1) return;
+  const std::int64_t w = tu1 - tu0 + 1, h = tv1 - tv0 + 1;
+  const int cu = int((a.t.grid_size / 2 - a.t.origin_u) / a.t.tile_u), cv = int((a.t.grid_size / 2 - a.t.origin_v) / a.t.tile_v);
+  const int box = 2 * a.central_radius + 1;
+  // Units [0, outer): blocks_per_tile per active tile outside the central box; then
+  // blocks_per_central_tile per tile of the central box.
+  const std::int64_t outer = w * h * a.blocks_per_tile;
+  const std::int64_t units = outer + (a.central_radius >= 0 ? std::int64_t(box) * box * a.blocks_per_central_tile : 0);
+  __shared__ unsigned long long unit_shared;
+  for (;;) {
+    if (lane == 0 && half == 0) unit_shared = atomicAdd(a.next_unit, 1ull);
+    __syncthreads();
+    const std::int64_t unit = std::int64_t(unit_shared);
+    __syncthreads();
+    if (unit >= units) break;
+    int tu, tv, bid, nblks;
+    if (unit < outer) {
+      tu = tu0 + int(unit % w);
+      tv = tv0 + int(unit / w % h);
+      bid = int(unit / (w * h));
+      nblks = a.blocks_per_tile;
+      if (abs(tu - cu) <= a.central_radius && abs(tv - cv) <= a.central_radius) continue;  // a central tile
+    } else {
+      const std::int64_t c = unit - outer;
+      tu = cu - a.central_radius + int(c % box);
+      tv = cv - a.central_radius + int(c / box % box);
+      bid = int(c / (std::int64_t(box) * box));
+      nblks = a.blocks_per_central_tile;
+      if (tu < tu0 || tu > tu1 || tv < tv0 || tv > tv1) continue;  // no data there
+    }
+    const std::int64_t tile = std::int64_t(tv) * a.t.ntiles_u + tu;
+    const std::int64_t first = a.offsets[tile], last = a.offsets[tile + 1];
+    if (first + bid >= last) continue;
+    float2 regs[kNagRegs];
+#pragma unroll
+    for (int r = 0; r < kNagRegs; ++r) regs[r] = make_float2(0, 0);
+    float2* mine = shm + (half * kNagShm) * 32 + lane;  // [r][32] rows of this half
+#pragma unroll
+    for (int r = 0; r < kNagShm; ++r) mine[r * 32] = make_float2(0, 0);
+    const int u = a.t.u0(tile) + lane, v_start = a.t.v0(tile) + half * (kNagRegs + kNagShm);
+    for (std::int64_t e = first + bid; e < last; e += nblks) {
+      const Vis v = load_vis(a.coords, a.vis, a.weight, a.entries[e]);
+      const int s = v.c.support, o = a.o, S = o / 2 + o * s + 1;
+      const int k = u - v.c.u;
+      if (k < -s || k > s) continue;  // is_my_k (Listing 6)
+      const float2* plane = a.nag + a.quarter_start[v.c.plane];
+      const int col = nag_column(s, o, v.c.off_u, k);
+#pragma unroll
+      for (int r = 0; r < kNagRegs + kNagShm; ++r) {
+        const int j = v_start + r - v.c.v;
+        if (j < -s || j > s) continue;  // is_my_j
+        const float2 kv = plane[std::int64_t(abs(v.c.off_v + j * o)) * S + col];
+        if (r < kNagRegs) mad(regs[r], v, kv);
+        else mad(mine[(r - kNagRegs) * 32], v, kv);
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < kNagRegs + kNagShm; ++r) {
+      const int vv = v_start + r;
+      const float2 g = r < kNagRegs ? regs[r] : mine[(r - kNagRegs) * 32];
+      if (u >= 0 && u < a.t.grid_size && vv >= 0 && vv < a.t.grid_size && (g.x != 0 || g.y != 0))
+        atomic_add(a.grid + std::int64_t(vv) * a.t.grid_size + u, g);
+    }
+  }
+}
+
+// ---------------------------------------------------------------- uvflow
+
+struct Item {
+  std::int32_t tile;
+  std::int32_t count;
+  std::int64_t first;
+};
+
+// Items per active tile: ceil(entries / per_item).
+__global__ void count_items(const std::int64_t* offsets, const std::int32_t* active, int ntiles_u, int per_item,
+                            std::int32_t* items_per_tile, std::int64_t n_active_max) {
+  const int tu0 = active[0], tu1 = active[1], tv0 = active[2], tv1 = active[3];
+  const std::int64_t w = tu1 - tu0 + 1, h = tv1 >= tv0 ? tv1 - tv0 + 1 : 0;
+  const std::int64_t n = tu0 <= tu1 ? w * h : 0;
+  for (std::int64_t k = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; k < n_active_max; k += std::int64_t(gridDim.x) * blockDim.x) {
+    std::int32_t items = 0;
+    if (k < n) {
+      const std::int64_t tile = (tv0 + k / w) * ntiles_u + tu0 + k % w;
+      const std::int64_t entries = offsets[tile + 1] - offsets[tile];
+      items = std::int32_t((entries + per_item - 1) / per_item);
+    }
+    items_per_tile[k] = items;
+  }
+}
+
+__global__ void fill_items(const std::int64_t* offsets, const std::int32_t* active, int ntiles_u, int per_item,
+                           const std::int32_t* items_per_tile, const std::int32_t* first_item, std::int64_t n_active_max,
+                           Item* items, std::int32_t* n_items) {
+  const int tu0 = active[0], tu1 = active[1], tv0 = active[2], tv1 = active[3];
+  const std::int64_t w = tu1 - tu0 + 1, h = tv1 >= tv0 ? tv1 - tv0 + 1 : 0;
+  const std::int64_t n = tu0 <= tu1 ? w * h : 0;
+  for (std::int64_t k = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; k < n; k += std::int64_t(gridDim.x) * blockDim.x) {
+    const std::int64_t tile = (tv0 + k / w) * ntiles_u + tu0 + k % w;
+    const std::int64_t begin = offsets[tile], end = offsets[tile + 1];
+    for (std::int32_t q = 0; q < items_per_tile[k]; ++q) {
+      const std::int64_t first = begin + std::int64_t(q) * per_item;
+      items[first_item[k] + q] = Item{std::int32_t(tile), std::int32_t(end - first < per_item ? end - first : per_item), first};
+    }
+  }
+  if (blockIdx.x == 0 && threadIdx.x == 0) *n_items = n > 0 ? first_item[n - 1] + items_per_tile[n - 1] : 0;
+}
+
+struct UvflowArgs {
+  TileGeometry t;
+  int o;
+  const GridCoord* coords;
+  const float2* vis;
+  const float* weight;
+  const std::int32_t* entries;
+  const Item* items;
+  const std::int32_t* n_items;
+  const std::int64_t* oerc_start;
+  const float2* oerc;
+  float2* grid;
+  unsigned long long* next_item;
+};
+
+constexpr int kUvflowWarps = 8;
+
+// tile_v rows of 32 cells per warp in shared memory.
+__global__ void __launch_bounds__(32 * kUvflowWarps) uvflow_kernel(const UvflowArgs a) {
+  extern __shared__ float2 shm[];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, TV = a.t.tile_v;
+  float2* tile = shm + std::int64_t(warp) * 32 * TV;
+  for (int c = lane; c < 32 * TV; c += 32) tile[c] = make_float2(0, 0);
+  __syncwarp();
+  const std::int32_t n_items = *a.n_items;
+  for (;;) {
+    unsigned long long item = 0;
+    if (lane == 0) item = atomicAdd(a.next_item, 1ull);
+    item = __shfl_sync(kFull, item, 0);
+    if (item >= static_cast<unsigned long long>(n_items)) break;
+    const Item it = a.items[item];
+    const int u0 = a.t.u0(it.tile), v0 = a.t.v0(it.tile);
+    int r_lo = TV, r_hi = -1, c_lo = 32, c_hi = -1;  // cells touched in this item (warp-uniform)
+    for (std::int64_t e = it.first; e < it.first + it.count; ++e) {
+      const Vis v = load_vis(a.coords, a.vis, a.weight, a.entries[e]);
+      const int s = v.c.support, o = a.o, L = 2 * s + 1, S = o / 2 + o * s + 1;
+      const int k0 = max(u0 - v.c.u, -s), k1 = min(u0 + 31 - v.c.u, s);
+      const int j0 = max(v0 - v.c.v, -s), j1 = min(v0 + TV - 1 - v.c.v, s);
+      const int C = k1 - k0 + 1;
+      // Lane -> (row within a group of rows_per_pass, column): all rows of a narrow footprint at once.
+      const int rows_per_pass = 32 / C, lr = lane / C, lc = lane - lr * C;
+      if (lr < rows_per_pass) {
+        const int k = k0 + lc;
+        const int au = v.c.off_u < 0 ? -v.c.off_u : v.c.off_u;
+        const float2* col = a.oerc + a.oerc_start[v.c.plane] + (std::int64_t(au) * S + S - 1) * L + s +
+                            (v.c.off_u >= 0 ? k : -k);
+        float2* cell = tile + (v.c.v + j0 + lr - v0) * 32 + (v.c.u + k - u0);
+        const int step = rows_per_pass * 32;
+#pragma unroll 4
+        for (int j = j0 + lr; j <= j1; j += rows_per_pass, cell += step) {
+          const int iv = abs(v.c.off_v + j * o);
+          float2 g = *cell;
+          mad(g, v, col[-std::int64_t(iv) * L]);
+          *cell = g;
+        }
+      }
+      // Lanes of later visibilities may update the same cells: keep the warp in step.
+      __syncwarp();
+      r_lo = min(r_lo, v.c.v + j0 - v0), r_hi = max(r_hi, v.c.v + j1 - v0);
+      c_lo = min(c_lo, v.c.u + k0 - u0), c_hi = max(c_hi, v.c.u + k1 - u0);
+    }
+    // Write back the touched box and leave the tile zero for the next item.
+    const int bw = c_hi - c_lo + 1, cells = (r_hi - r_lo + 1) * bw;
+    for (int q = lane; q < cells; q += 32) {
+      const int r = r_lo + q / bw, c = c_lo + q % bw;
+      float2& g = tile[r * 32 + c];
+      if (g.x != 0 || g.y != 0) atomic_add(a.grid + std::int64_t(v0 + r) * a.t.grid_size + u0 + c, g);
+      g = make_float2(0, 0);
+    }
+    __syncwarp();
+  }
+}
+
+// ---------------------------------------------------------------- the stage
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string("grid.tiled (cuda): ") + what + ": " + cudaGetErrorString(e));
+}
+
+class TiledCuda final : public Stage {
+ public:
+  void configure(const Params& p) override {
+    variant_ = p.string("variant");
+    central_box_ = int(p.integer("central_box"));
+    per_item_ = int(p.integer("entries_per_item"));
+    nag_blocks_ = int(p.integer("nag_blocks_per_tile"));
+    nag_central_blocks_ = int(p.integer("nag_blocks_per_central_tile"));
+  }
+
+  void prepare(PrepareContext& pc) override {
+    if (pc.dry_run) return;
+    int dev = 0;
+    check(cudaGetDevice(&dev), "cudaGetDevice");
+    check(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute");
+    // The uvflow kernel holds kUvflowWarps tiles of up to 32 x 64 cells in shared memory.
+    check(cudaFuncSetAttribute(uvflow_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               kUvflowWarps * 32 * 64 * int(sizeof(float2))),
+          "cudaFuncSetAttribute");
+  }
+
+  void process(Context& ctx) override {
+    auto b = ctx.in<TileBuckets>("buckets");
+    auto ks = ctx.in<KernelStack>("kernels");
+    check_inputs(*b, *ks);
+    const device::Stream& stream = ctx.stream();
+    auto s = static_cast<cudaStream_t>(stream.native());
+    if (!grid_) start(*ks, b->vis.obs, ctx);
+    const VisBlock& vis = b->vis;
+    const std::int64_t n = std::int64_t(vis.size());
+    const auto* coords = vis.coords.data();
+    const auto* val = reinterpret_cast<const float2*>(vis.vis.data());
+    const float* weight = vis.weight.data();
+    if (n > 0) {
+      totals_kernel<<<std::min<std::int64_t>((n + 255) / 256, 4 * sms_), 256, 0, s>>>(
+          coords, weight, n, ks->footprint_sum.data(), ks->oversample, grid_->totals.data(), work_.data());
+      device::check_launch("grid.tiled: totals_kernel");
+    }
+    const TileLayout& l = b->layout;
+    const TileGeometry t{l.tile_u, l.tile_v, l.origin_u, l.origin_v, l.ntiles_u, l.ntiles_v, ks->geom.grid_size};
+    auto counter = Array<unsigned long long>::device(1, stream);
+    device::memset_zero(counter.data(), counter.bytes(), stream);
+    auto* grid = reinterpret_cast<float2*>(grid_->cells.data());
+    const auto* oerc = reinterpret_cast<const float2*>(ks->oerc.data());
+    if (variant_ == "nvidia") {
+      const NvidiaArgs a{t, ks->oversample, coords, val, weight, b->entries.data(), b->entry_tile.data(),
+                         b->offsets.data() + l.count(), ks->oerc_start.data(), oerc, grid, counter.data()};
+      nvidia_kernel<<<10000, 32, 0, s>>>(a);  // the memo's 10000 dynamic blocks
+      device::check_launch("grid.tiled: nvidia_kernel");
+    } else if (variant_ == "nag") {
+      const NagArgs a{t, ks->oversample, coords, val, weight, b->offsets.data(), b->entries.data(), b->active.data(),
+                      ks->quarter_start.data(), reinterpret_cast<const float2*>(ks->nag.data()), grid, central_box_,
+                      nag_blocks_, nag_central_blocks_, counter.data()};
+      nag_kernel<<<8 * sms_, dim3(32, 2), kNagShm * 2 * 32 * sizeof(float2), s>>>(a);
+      device::check_launch("grid.tiled: nag_kernel");
+    } else {
+      grid_uvflow(*b, *ks, t, counter, ctx);
+    }
+    counter.storage()->set_last_writer(stream.record());
+  }
+
+  void finish(Context& ctx) override {
+    if (!grid_) start(*ctx.in<KernelStack>("kernels"), nullptr, ctx);
+    ctx.emit("grid", std::move(grid_));
+  }
+
+ private:
+  void start(const KernelStack& ks, std::shared_ptr<const Observation> obs, Context& ctx) {
+    const device::Stream& stream = ctx.stream();
+    grid_ = std::make_shared<Grid>();
+    grid_->geom = ks.geom;
+    grid_->obs = std::move(obs);
+    grid_->cells = Array<cfloat>::device(std::size_t(ks.geom.grid_size) * ks.geom.grid_size, stream);
+    device::memset_zero(grid_->cells.data(), grid_->cells.bytes(), stream);
+    grid_->totals = Array<double>::device(3, stream);
+    device::memset_zero(grid_->totals.data(), grid_->totals.bytes(), stream);
+    work_ = Array<double>::device(2, stream);
+    device::memset_zero(work_.data(), work_.bytes(), stream);
+    ctx.add_work_on_device(work_);
+  }
+
+  void grid_uvflow(const TileBuckets& b, const KernelStack& ks, const TileGeometry& t,
+                   Array<unsigned long long>& counter, Context& ctx) {
+    const device::Stream& stream = ctx.stream();
+    auto s = static_cast<cudaStream_t>(stream.native());
+    const TileLayout& l = b.layout;
+    // Work items over the active tiles; their number is only known on the device, so every array
+    // is sized by host-known bounds: all tiles, and the entries' capacity over the item size.
+    const std::int64_t tiles = l.count();
+    const std::int64_t max_items = tiles + std::int64_t(b.entries.size()) / per_item_ + 1;
+    auto items_per_tile = Array<std::int32_t>::device(std::size_t(tiles), stream);
+    auto first_item = Array<std::int32_t>::device(std::size_t(tiles), stream);
+    auto items = Array<Item>::device(std::size_t(max_items), stream);
+    auto n_items = Array<std::int32_t>::device(1, stream);
+    const int blocks = 4 * sms_;
+    count_items<<<blocks, 256, 0, s>>>(b.offsets.data(), b.active.data(), l.ntiles_u, per_item_,
+                                       items_per_tile.data(), tiles);
+    device::check_launch("grid.tiled: count_items");
+    std::size_t temp_bytes = 0;
+    check(cub::DeviceScan::ExclusiveSum(nullptr, temp_bytes, items_per_tile.data(), first_item.data(), int(tiles), s),
+          "cub::DeviceScan::ExclusiveSum (size)");
+    auto temp = Array<std::uint8_t>::device(std::max<std::size_t>(temp_bytes, 1), stream);
+    check(cub::DeviceScan::ExclusiveSum(temp.data(), temp_bytes, items_per_tile.data(), first_item.data(), int(tiles), s),
+          "cub::DeviceScan::ExclusiveSum");
+    fill_items<<<blocks, 256, 0, s>>>(b.offsets.data(), b.active.data(), l.ntiles_u, per_item_, items_per_tile.data(),
+                                      first_item.data(), tiles, items.data(), n_items.data());
+    device::check_launch("grid.tiled: fill_items");
+    const UvflowArgs a{t,
+                       ks.oversample,
+                       b.vis.coords.data(),
+                       reinterpret_cast<const float2*>(b.vis.vis.data()),
+                       b.vis.weight.data(),
+                       b.entries.data(),
+                       items.data(),
+                       n_items.data(),
+                       ks.oerc_start.data(),
+                       reinterpret_cast<const float2*>(ks.oerc.data()),
+                       reinterpret_cast<float2*>(grid_->cells.data()),
+                       counter.data()};
+    const int shm = kUvflowWarps * 32 * l.tile_v * int(sizeof(float2));
+    int per_sm = 0;
+    check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, uvflow_kernel, 32 * kUvflowWarps, shm),
+          "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+    uvflow_kernel<<<std::max(1, per_sm) * sms_, 32 * kUvflowWarps, shm, s>>>(a);
+    device::check_launch("grid.tiled: uvflow_kernel");
+    const device::Event done = stream.record();
+    for (ArrayBase* x : std::initializer_list<ArrayBase*>{&items_per_tile, &first_item, &items, &n_items, &temp})
+      x->storage()->set_last_writer(done);  // released only after the kernels that read them
+  }
+
+  void check_inputs(const TileBuckets& b, const KernelStack& ks) const {
+    auto bad = [&](const std::string& why) {
+      throw std::runtime_error("grid.tiled (cuda, " + variant_ + "), block " + std::to_string(b.index) + ": " + why);
+    };
+    for (const ArrayBase* x : std::initializer_list<const ArrayBase*>{&b.vis.coords, &b.vis.vis, &b.vis.weight, &b.offsets,
+                                                                      &b.entries, &b.active, &ks.support, &ks.footprint_sum})
+      if (x->location() != Location::device) bad("its inputs must be on the device");
+    if (!b.vis.placed() || b.vis.grid_size != ks.geom.grid_size) bad("the block is not placed for these kernels (uvw.w_sort)");
+    if (b.offsets.size() != std::size_t(b.layout.count()) + 1) bad("tile offsets do not match the tile layout");
+    const bool oerc = !ks.oerc.empty() && ks.oerc_start.size() == std::size_t(ks.planes);
+    if (variant_ != "nag" && !oerc) bad("needs the OERC kernel layout: set kernels.wproj layouts: gpu (or all)");
+    if (variant_ == "nag" && ks.nag.size() != ks.quarter.size()) bad("needs the NAG kernel layout: set kernels.wproj layouts: gpu");
+    if (variant_ == "nvidia" && (b.layout.tile_u != 32 || b.layout.tile_v != kNvidiaRows))
+      bad("the nvidia variant works on 32 x 16 tiles (tiles.count tile_u: 32, tile_v: 16)");
+    if (variant_ == "nvidia" && b.entry_tile.size() != b.entries.size()) bad("needs each entry's tile (tiles.bucket_sort cuda)");
+    if (variant_ == "nag" && (b.layout.tile_u != 32 || b.layout.tile_v != kNagRows))
+      bad("the nag variant works on 32 x 32 tiles (tiles.count tile_u: 32, tile_v: 32)");
+    if (variant_ == "uvflow" && (b.layout.tile_u != 32 || b.layout.tile_v < 1 || b.layout.tile_v > 64))
+      bad("the uvflow variant works on tiles 32 cells wide and at most 64 tall");
+  }
+
+  std::string variant_ = "uvflow";
+  int central_box_ = 2, per_item_ = 256, nag_blocks_ = 16, nag_central_blocks_ = 1000;
+  int sms_ = 1;
+  std::shared_ptr<Grid> grid_;
+  Array<double> work_;
+};
+
+}  // namespace
+
+std::unique_ptr<Stage> make_grid_tiled_cuda() { return std::make_unique<TiledCuda>(); }
+
+}  // namespace uvflow

@@ -1,0 +1,135 @@
+// uvw.w_sort, cuda backend: one thread per visibility places it and writes its sort key (its
+// plane, or one past the last plane when it is off the grid), CUB sorts (key, index) pairs
+// stably, and one thread per output slot gathers every array through the sorted indices. The
+// block keeps its size, so nothing the host needs depends on device data.
+#include <cuda_runtime.h>
+
+#include <bit>
+#include <climits>
+#include <cub/device/device_radix_sort.cuh>
+#include <string>
+
+#include "runtime/error.hpp"
+#include "stages/uvw/w_sort.hpp"
+
+namespace uvflow {
+namespace {
+
+constexpr int kThreads = 256;
+using Key = std::uint16_t;  // planes <= 32767 (Placement::of), plus the off-grid key
+
+// A kernel cannot throw: non-finite uvw (an error on the cpu backend) is keyed as off the grid.
+__global__ void plane_keys(const Placement p, const std::int32_t* support, const float* uu, const float* vv,
+                           const float* ww, int n, Key* keys, std::int32_t* order) {
+  const std::int64_t i = std::int64_t(blockIdx.x) * kThreads + threadIdx.x;
+  if (i >= n) return;
+  GridCoord c;
+  keys[i] = Key(place(p, support, uu[i], vv[i], ww[i], c) == Placed::inside ? c.plane : p.planes);
+  order[i] = std::int32_t(i);
+}
+
+struct Columns {
+  const float *uu, *vv, *ww, *weight;
+  const float2* vis;
+};
+struct OutColumns {
+  float *uu, *vv, *ww, *weight;
+  float2* vis;
+  GridCoord* coords;
+};
+
+// Places the visibility again rather than keeping 16 bytes of coords per visibility between the
+// kernels: the gather reads its uvw anyway, and place() is a pure function of them, so both
+// kernels (and the cpu backend) agree bit for bit.
+__global__ void gather(const Placement p, const std::int32_t* support, const std::int32_t* order, int n,
+                       const Columns in, const OutColumns out) {
+  const std::int64_t d = std::int64_t(blockIdx.x) * kThreads + threadIdx.x;
+  if (d >= n) return;
+  const int i = order[d];
+  const float uu = in.uu[i], vv = in.vv[i], ww = in.ww[i];
+  out.uu[d] = uu;
+  out.vv[d] = vv;
+  out.ww[d] = ww;
+  out.vis[d] = in.vis[i];
+  out.weight[d] = in.weight[i];
+  GridCoord c;
+  if (place(p, support, uu, vv, ww, c) != Placed::inside) c = GridCoord{0, 0, -1, 0, 0, 0, 0, 0};
+  out.coords[d] = c;
+}
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess)
+    throw std::runtime_error(std::string("uvw.w_sort (cuda): ") + what + ": " + cudaGetErrorString(e));
+}
+
+class WSortCuda final : public Stage {
+ public:
+  void process(Context& ctx) override {
+    auto in = ctx.in<VisBlock>("vis");
+    auto ks = ctx.in<KernelStack>("kernels");
+    check_arrays(*in);
+    const Placement placement = Placement::of(*ks);
+    const std::string block = "block " + std::to_string(in->index);
+    if (in->size() > std::size_t(INT_MAX)) throw InputError(block + ": more than 2^31 visibilities in one block");
+    check_on_device(in->uu, block + " uu");
+    check_on_device(in->vv, block + " vv");
+    check_on_device(in->ww, block + " ww");
+    check_on_device(in->vis, block + " vis");
+    check_on_device(in->weight, block + " weight");
+    check_on_device(ks->support, "kernel support");
+
+    const device::Stream& stream = ctx.stream();
+    const auto raw = static_cast<cudaStream_t>(stream.native());
+    const int n = int(in->size());
+    auto out = std::make_shared<VisBlock>();
+    out->obs = in->obs;
+    out->index = in->index;
+    out->skipped = in->skipped;  // the off-grid ones stay in the block, marked
+    out->grid_size = ks->geom.grid_size;
+    out->max_support = ks->max_support;
+    out->uu = Array<float>::device(n, stream);
+    out->vv = Array<float>::device(n, stream);
+    out->ww = Array<float>::device(n, stream);
+    out->vis = Array<cfloat>::device(n, stream);
+    out->weight = Array<float>::device(n, stream);
+    out->coords = Array<GridCoord>::device(n, stream);
+    if (n > 0) {
+      auto keys_a = Array<Key>::device(n, stream), keys_b = Array<Key>::device(n, stream);
+      auto order_a = Array<std::int32_t>::device(n, stream), order_b = Array<std::int32_t>::device(n, stream);
+      const std::int32_t* support = ks->support.data();
+      plane_keys<<<(n + kThreads - 1) / kThreads, kThreads, 0, raw>>>(placement, support, in->uu.data(), in->vv.data(),
+                                                                      in->ww.data(), n, keys_a.data(), order_a.data());
+      device::check_launch("uvw.w_sort: plane_keys launch");
+      // Keys run from 0 to `planes` (off the grid): sort only the bits that can be set. The
+      // double-buffer form needs no second copy inside CUB's temporary storage.
+      const int end_bit = std::bit_width(unsigned(placement.planes));
+      cub::DoubleBuffer<Key> keys(keys_a.data(), keys_b.data());
+      cub::DoubleBuffer<std::int32_t> order(order_a.data(), order_b.data());
+      std::size_t bytes = 0;
+      check(cub::DeviceRadixSort::SortPairs(nullptr, bytes, keys, order, n, 0, end_bit, raw), "radix sort size");
+      auto temp = Array<std::uint8_t>::device(bytes, stream);
+      check(cub::DeviceRadixSort::SortPairs(temp.data(), bytes, keys, order, n, 0, end_bit, raw), "radix sort");
+      const Columns cols{in->uu.data(), in->vv.data(), in->ww.data(), in->weight.data(),
+                         reinterpret_cast<const float2*>(in->vis.data())};
+      const OutColumns out_cols{out->uu.data(), out->vv.data(), out->ww.data(), out->weight.data(),
+                                reinterpret_cast<float2*>(out->vis.data()), out->coords.data()};
+      gather<<<(n + kThreads - 1) / kThreads, kThreads, 0, raw>>>(placement, support, order.Current(), n, cols,
+                                                                  out_cols);
+      device::check_launch("uvw.w_sort: gather launch");
+      // The scratch arrays are released only after the gather has read them.
+      const device::Event done = stream.record();
+      for (ArrayBase* a : {static_cast<ArrayBase*>(&keys_a), static_cast<ArrayBase*>(&keys_b),
+                           static_cast<ArrayBase*>(&order_a), static_cast<ArrayBase*>(&order_b),
+                           static_cast<ArrayBase*>(&temp)})
+        a->storage()->set_last_writer(done);
+    }
+    ctx.add_work({.visibilities = double(n)});
+    ctx.emit("vis", out);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Stage> make_w_sort_cuda() { return std::make_unique<WSortCuda>(); }
+
+}  // namespace uvflow

@@ -1,0 +1,415 @@
+// The cuda backends of uvw.w_sort, uvw.bounding_box, tiles.count and tiles.bucket_sort against
+// their cpu backends (which gridding_test.cpp checks against brute force): random kernel stacks,
+// random visibilities with footprints on and past every grid edge, both signs of w, thousands in
+// one cell and non-finite uvw; every output array on the device; and the device chain, downloaded
+// and gridded by the CPU grid.tiled, against the CPU chain. Fixed and fresh random seeds. Skips
+// without a CUDA device.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "runtime/error.hpp"
+#include "runtime/payloads/tiles.hpp"
+#include "stages/grid/tiled.hpp"
+#include "stages/tiles/bucket_sort.hpp"
+#include "stages/tiles/count.hpp"
+#include "stages/uvw/bounding_box.hpp"
+#include "stages/uvw/w_sort.hpp"
+#include "tests/support/grid_cases.hpp"
+
+using namespace uvflow;
+using namespace uvflow::test;
+
+namespace {
+
+using Blocks = std::vector<std::shared_ptr<const VisBlock>>;
+
+std::vector<std::uint64_t> seeds() { return {20240611ULL, std::random_device{}()}; }
+
+template <class T>
+bool same_bits(const T& a, const T& b) {
+  return std::memcmp(&a, &b, sizeof(T)) == 0;
+}
+
+struct Tiles {
+  int u, v;
+  std::string str() const { return "tiles " + std::to_string(u) + "x" + std::to_string(v); }
+};
+
+struct Shape {
+  int planes, max_support, oversample, grid_size;
+  std::size_t vis;
+  std::vector<Tiles> tilings;
+  std::string str() const {
+    return std::to_string(planes) + " planes, max support " + std::to_string(max_support) + ", oversample " +
+           std::to_string(oversample) + ", grid " + std::to_string(grid_size);
+  }
+};
+
+// Many planes make radix keys of 12 bits (two passes), one plane keys of one bit; supports above
+// the tile size make footprints that meet many tiles; 1x1 tiles the most tiles per footprint.
+const std::vector<Shape> kShapes = {
+    {16, 8, 4, 256, 20000, {{64, 64}, {16, 8}, {7, 13}, {1, 1}}},
+    {5, 40, 8, 512, 3000, {{16, 16}, {64, 32}}},
+    {1, 3, 2, 64, 5000, {{8, 8}, {1, 1}}},
+    {3000, 6, 4, 256, 30000, {{32, 32}}},
+    {32, 16, 4, 1024, 300000, {{64, 64}, {32, 32}}},
+};
+
+// A block's visibilities for the cpu backend (all finite) and for the cuda backend (the same, in
+// the same order, with non-finite uvw inserted at random places).
+struct Case {
+  std::vector<VisAt> finite, with_bad;
+  std::int64_t bad = 0;
+};
+
+Case mixed_case(std::mt19937_64& rng, const KernelStack& ks, std::size_t n) {
+  std::int64_t outside = 0;
+  Case c;
+  c.finite = random_vis(rng, ks, n);
+  const auto edges = edge_vis(rng, ks, &outside);
+  const auto hot = hot_cell_vis(rng, ks, 3000, 2, -1);  // thousands in one cell, near the centre
+  c.finite.insert(c.finite.end(), edges.begin(), edges.end());
+  c.finite.insert(c.finite.end(), hot.begin(), hot.end());
+  std::shuffle(c.finite.begin(), c.finite.end(), rng);
+  c.with_bad = c.finite;
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  for (const VisAt& bad : {VisAt{nan, 0, 0}, VisAt{0, inf, 0}, VisAt{0, 0, -inf}, VisAt{-inf, nan, nan}}) {
+    std::uniform_int_distribution<std::size_t> at(0, c.with_bad.size());
+    c.with_bad.insert(c.with_bad.begin() + std::ptrdiff_t(at(rng)), bad);
+    ++c.bad;
+  }
+  return c;
+}
+
+// Every array of every output payload is in device memory.
+void expect_on_device(const Payload& p, const std::string& what) {
+  int i = 0;
+  p.clone()->arrays([&](ArrayBase& a) {
+    EXPECT_EQ(a.location(), Location::device) << what << ", array " << i;
+    ++i;
+  });
+}
+
+// One block through the four stages.
+struct Sorted {
+  std::shared_ptr<const VisBlock> placed;
+  std::shared_ptr<const BoundingBox> box;
+  std::shared_ptr<const TileCounts> counts;
+  std::shared_ptr<const TileBuckets> buckets;
+};
+
+class GpuSort : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (device::count() == 0) GTEST_SKIP() << "no CUDA device";
+    stream_ = device::Stream::create();
+  }
+
+  template <class T>
+  std::shared_ptr<const T> to(Location l, const std::shared_ptr<const T>& p) {
+    auto out = std::static_pointer_cast<const T>(p->moved_to(l, stream_, false));
+    stream_.synchronize();
+    return out;
+  }
+
+  // The chain of one backend over `blocks` (at that backend's side). The cuda outputs are checked
+  // to be device-resident, then downloaded.
+  std::vector<Sorted> chain(const std::string& backend, std::shared_ptr<const KernelStack> ks, const Blocks& blocks,
+                            Tiles t) {
+    const bool cuda = backend == "cuda";
+    StageHarness sort(uvw_w_sort_spec(), backend), box(uvw_bounding_box_spec(), backend);
+    StageHarness count(tiles_count_spec(), backend, {{"tile_u", std::int64_t(t.u)}, {"tile_v", std::int64_t(t.v)}});
+    StageHarness bucket(tiles_bucket_sort_spec(), backend);
+    sort.set_input("kernels", ks);
+    std::vector<Sorted> out;
+    for (std::size_t i = 0; i < blocks.size(); ++i) {
+      Sorted s;
+      sort.process({{"vis", blocks[i]}});
+      s.placed = sort.output<VisBlock>("vis", i);
+      box.process({{"vis", s.placed}});
+      s.box = box.output<BoundingBox>("box", i);
+      count.process({{"vis", s.placed}, {"box", s.box}});
+      s.counts = count.output<TileCounts>("counts", i);
+      bucket.process({{"vis", s.placed}, {"counts", s.counts}});
+      s.buckets = bucket.output<TileBuckets>("buckets", i);
+      if (cuda) {
+        const std::string at = "block " + std::to_string(i);
+        expect_on_device(*s.placed, at + ", uvw.w_sort");
+        expect_on_device(*s.box, at + ", uvw.bounding_box");
+        expect_on_device(*s.counts, at + ", tiles.count");
+        expect_on_device(*s.buckets, at + ", tiles.bucket_sort");
+        EXPECT_EQ(s.buckets->vis.coords.data(), s.placed->coords.data()) << at << ": the buckets hold the placed block";
+        s = {to(Location::host, s.placed), to(Location::host, s.box), to(Location::host, s.counts),
+             to(Location::host, s.buckets)};
+      }
+      out.push_back(s);
+    }
+    return out;
+  }
+
+  Blocks upload(const Blocks& blocks) {
+    Blocks out;
+    for (auto& b : blocks) out.push_back(to(Location::device, b));
+    return out;
+  }
+
+  device::Stream stream_;
+};
+
+// The cpu and cuda inputs of a test: a mixed block (with `skipped` already set, to see it carried),
+// an empty block, a block with nothing on the grid, and a small random one.
+struct Inputs {
+  Blocks cpu, cuda;  // cuda: on the host still
+  std::vector<std::int64_t> bad;
+};
+
+Inputs inputs(std::mt19937_64& rng, const KernelStack& ks, std::size_t n) {
+  const Case mixed = mixed_case(rng, ks, n);
+  const double far = 0.6 * ks.geom.grid_size, nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<VisAt> off_grid = {{far, 0, 0}, {0, -far, plane_w(ks, ks.planes - 1, 1)}, {far, far, -1}};
+  auto with_skipped = [](std::shared_ptr<VisBlock> b) {
+    b->skipped = 3;
+    return b;
+  };
+  Inputs in;
+  in.cpu = {with_skipped(make_block(ks, mixed.finite, 0)), make_block(ks, {}, 1), make_block(ks, off_grid, 2),
+            make_block(ks, random_vis(rng, ks, 100), 3)};
+  auto off_grid_bad = off_grid;
+  off_grid_bad.push_back({nan, 1, 1});
+  in.cuda = {with_skipped(make_block(ks, mixed.with_bad, 0)), in.cpu[1], make_block(ks, off_grid_bad, 2), in.cpu[3]};
+  in.bad = {mixed.bad, 0, 1, 0};
+  return in;
+}
+
+// The cuda block holds the cpu block's visibilities in the same order, then the ones off the grid
+// (non-finite included) in input order with plane -1.
+void expect_w_sort_matches(const VisBlock& gpu, const VisBlock& cpu, const VisBlock& in, const KernelStack& ks,
+                           std::int64_t bad) {
+  const std::size_t kept = cpu.size(), n = in.size();
+  ASSERT_EQ(gpu.size(), n);
+  ASSERT_TRUE(gpu.placed());
+  EXPECT_EQ(gpu.index, cpu.index);
+  EXPECT_EQ(gpu.obs, in.obs);
+  EXPECT_EQ(gpu.skipped, in.skipped);
+  EXPECT_EQ(std::int64_t(n - kept), cpu.skipped - in.skipped + bad) << "off the grid at the end";
+  EXPECT_EQ(gpu.grid_size, cpu.grid_size);
+  EXPECT_EQ(gpu.max_support, ks.max_support);
+  EXPECT_EQ(gpu.max_support, cpu.max_support);
+  EXPECT_TRUE(gpu.antenna1.empty() && gpu.antenna2.empty() && gpu.channel.empty() && gpu.time.empty());
+  for (std::size_t d = 0; d < kept; ++d) {
+    ASSERT_TRUE(same_bits(gpu.uu[d], cpu.uu[d])) << d;
+    ASSERT_TRUE(same_bits(gpu.vv[d], cpu.vv[d])) << d;
+    ASSERT_TRUE(same_bits(gpu.ww[d], cpu.ww[d])) << d;
+    ASSERT_TRUE(same_bits(gpu.vis[d], cpu.vis[d])) << d;
+    ASSERT_TRUE(same_bits(gpu.weight[d], cpu.weight[d])) << d;
+    ASSERT_TRUE(same_bits(gpu.coords[d], cpu.coords[d]))
+        << d << ": plane " << gpu.coords[d].plane << " vs " << cpu.coords[d].plane << ", cell (" << gpu.coords[d].u
+        << ", " << gpu.coords[d].v << ") vs (" << cpu.coords[d].u << ", " << cpu.coords[d].v << ")";
+  }
+  // The rest: the input's visibilities that place() puts off the grid, in input order.
+  const Placement p = Placement::of(ks);
+  std::size_t d = kept;
+  for (std::size_t i = 0; i < n; ++i) {
+    GridCoord c;
+    if (place(p, ks.support.data(), in.uu[i], in.vv[i], in.ww[i], c) == Placed::inside) continue;
+    ASSERT_LT(d, n);
+    ASSERT_TRUE(same_bits(gpu.uu[d], in.uu[i]) && same_bits(gpu.vv[d], in.vv[i]) && same_bits(gpu.ww[d], in.ww[i]))
+        << "slot " << d << ", input " << i;
+    ASSERT_TRUE(same_bits(gpu.vis[d], in.vis[i]) && same_bits(gpu.weight[d], in.weight[i])) << d;
+    const GridCoord off{0, 0, -1, 0, 0, 0, 0, 0};
+    ASSERT_TRUE(same_bits(gpu.coords[d], off)) << d << ": plane " << gpu.coords[d].plane;
+    ++d;
+  }
+  EXPECT_EQ(d, n);
+}
+
+// The cuda layout covers the whole grid with the cpu alignment; the cpu layout (the box's) sits in
+// it at whole tiles (du, dv); per tile, the counts and the sets of entries are the cpu's, zero
+// outside the cpu layout, and every entry's tile is recorded; the active range is the cpu
+// layout's tiles.
+void expect_tiles_match(const Sorted& gpu, const Sorted& cpu, Tiles t, const KernelStack& ks) {
+  const TileLayout &g = gpu.counts->layout, &c = cpu.counts->layout;
+  const int n = ks.geom.grid_size, centre = ks.geom.centre();
+  EXPECT_EQ(gpu.counts->index, cpu.counts->index);
+  EXPECT_EQ(gpu.buckets->index, cpu.buckets->index);
+  ASSERT_EQ(g.tile_u, t.u);
+  ASSERT_EQ(g.tile_v, t.v);
+  EXPECT_EQ(((g.origin_u - (centre - t.u / 2)) % t.u + t.u) % t.u, 0);
+  EXPECT_EQ(((g.origin_v - (centre - t.v / 2)) % t.v + t.v) % t.v, 0);
+  EXPECT_LE(g.origin_u, 0);
+  EXPECT_GT(g.origin_u + t.u, 0);
+  EXPECT_LE(g.origin_v, 0);
+  EXPECT_GT(g.origin_v + t.v, 0);
+  EXPECT_GE(g.origin_u + g.ntiles_u * t.u - 1, n - 1);
+  EXPECT_LE(g.origin_u + (g.ntiles_u - 1) * t.u, n - 1);
+  EXPECT_GE(g.origin_v + g.ntiles_v * t.v - 1, n - 1);
+  EXPECT_LE(g.origin_v + (g.ntiles_v - 1) * t.v, n - 1);
+  EXPECT_LE(g.origin_u + g.centre_u * t.u, centre);
+  EXPECT_GT(g.origin_u + (g.centre_u + 1) * t.u, centre);
+  EXPECT_LE(g.origin_v + g.centre_v * t.v, centre);
+  EXPECT_GT(g.origin_v + (g.centre_v + 1) * t.v, centre);
+
+  const bool none = c.count() == 0;
+  const int du = none ? 0 : (c.origin_u - g.origin_u) / t.u, dv = none ? 0 : (c.origin_v - g.origin_v) / t.v;
+  if (!none) {
+    ASSERT_EQ(c.origin_u, g.origin_u + du * t.u);
+    ASSERT_EQ(c.origin_v, g.origin_v + dv * t.v);
+    EXPECT_EQ(c.centre_u, g.centre_u - du);
+    EXPECT_EQ(c.centre_v, g.centre_v - dv);
+  }
+  // Active ranges: the cpu layout is its box, the cuda range is the box's tiles.
+  const std::vector<std::int32_t> cpu_active = cpu.counts->active.to_vector();
+  const std::vector<std::int32_t> gpu_active = gpu.counts->active.to_vector();
+  EXPECT_EQ(cpu_active, (std::vector<std::int32_t>{0, c.ntiles_u - 1, 0, c.ntiles_v - 1}));
+  if (none) {
+    ASSERT_EQ(gpu_active.size(), 4u);
+    EXPECT_GT(gpu_active[0], gpu_active[1]) << "empty";
+  } else {
+    EXPECT_EQ(gpu_active, (std::vector<std::int32_t>{du, du + c.ntiles_u - 1, dv, dv + c.ntiles_v - 1}));
+  }
+  EXPECT_EQ(gpu.buckets->active.to_vector(), gpu_active);
+  EXPECT_EQ(cpu.buckets->active.to_vector(), cpu_active);
+
+  const TileBuckets &gb = *gpu.buckets, &cb = *cpu.buckets;
+  ASSERT_EQ(gpu.counts->counts.size(), std::size_t(g.count()));
+  ASSERT_EQ(gb.offsets.size(), std::size_t(g.count()) + 1);
+  EXPECT_EQ(gb.offsets[0], 0);
+  const std::int64_t total = gb.offsets[g.count()];
+  EXPECT_EQ(total, cb.offsets[c.count()]);
+  EXPECT_EQ(std::int64_t(gb.entries.size()), std::int64_t(gpu.placed->size()) * max_tiles_met(g, ks.max_support));
+  ASSERT_LE(total, std::int64_t(gb.entries.size()));
+  ASSERT_EQ(gb.entry_tile.size(), gb.entries.size());
+  for (int tv = 0; tv < g.ntiles_v; ++tv)
+    for (int tu = 0; tu < g.ntiles_u; ++tu) {
+      const std::int64_t tile = std::int64_t(tv) * g.ntiles_u + tu;
+      const int cu = tu - du, cv = tv - dv;
+      const bool in_cpu = !none && cu >= 0 && cv >= 0 && cu < c.ntiles_u && cv < c.ntiles_v;
+      const std::int64_t ct = in_cpu ? std::int64_t(cv) * c.ntiles_u + cu : -1;
+      const std::int32_t count = gpu.counts->counts[tile];
+      ASSERT_EQ(count, in_cpu ? cpu.counts->counts[ct] : 0) << "tile (" << tu << ", " << tv << ")";
+      ASSERT_EQ(gb.offsets[tile + 1] - gb.offsets[tile], std::int64_t(count)) << "tile (" << tu << ", " << tv << ")";
+      for (std::int64_t e = gb.offsets[tile]; e < gb.offsets[tile + 1]; ++e)
+        ASSERT_EQ(gb.entry_tile[e], tile) << "entry " << e;
+      std::vector<std::int32_t> list(gb.entries.begin() + gb.offsets[tile], gb.entries.begin() + gb.offsets[tile + 1]);
+      std::sort(list.begin(), list.end());
+      if (in_cpu) {
+        ASSERT_TRUE(std::equal(list.begin(), list.end(), cb.entries.begin() + cb.offsets[ct],
+                               cb.entries.begin() + cb.offsets[ct + 1]))
+            << "tile (" << tu << ", " << tv << ")";
+      }
+    }
+}
+
+}  // namespace
+
+TEST_F(GpuSort, WSortMatchesCpu) {
+  for (auto seed : seeds()) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    for (const Shape& sh : kShapes) {
+      SCOPED_TRACE(sh.str());
+      auto ks = random_kernel_stack(rng, sh.planes, sh.max_support, sh.oversample, sh.grid_size);
+      const Inputs in = inputs(rng, *ks, sh.vis);
+      StageHarness cpu(uvw_w_sort_spec(), "cpu"), gpu(uvw_w_sort_spec(), "cuda");
+      cpu.set_input("kernels", ks);
+      gpu.set_input("kernels", to(Location::device, std::shared_ptr<const KernelStack>(ks)));
+      const Blocks on_device = upload(in.cuda);
+      for (std::size_t b = 0; b < in.cpu.size(); ++b) {
+        SCOPED_TRACE("block " + std::to_string(b));
+        cpu.process({{"vis", in.cpu[b]}});
+        gpu.process({{"vis", on_device[b]}});
+        auto out = gpu.output<VisBlock>("vis", b);
+        expect_on_device(*out, "uvw.w_sort");
+        expect_w_sort_matches(*to(Location::host, out), *cpu.output<VisBlock>("vis", b), *in.cuda[b], *ks, in.bad[b]);
+      }
+      EXPECT_EQ(gpu.work().visibilities, cpu.work().visibilities + 5);  // the non-finite ones
+    }
+  }
+}
+
+TEST_F(GpuSort, BoxCountsAndBucketsMatchCpu) {
+  for (auto seed : seeds()) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    for (const Shape& sh : kShapes) {
+      SCOPED_TRACE(sh.str());
+      auto ks = random_kernel_stack(rng, sh.planes, sh.max_support, sh.oversample, sh.grid_size);
+      const Inputs in = inputs(rng, *ks, sh.vis);
+      auto dks = to(Location::device, std::shared_ptr<const KernelStack>(ks));
+      const Blocks on_device = upload(in.cuda);
+      for (const Tiles& t : sh.tilings) {
+        SCOPED_TRACE(t.str());
+        const auto cpu = chain("cpu", ks, in.cpu, t), gpu = chain("cuda", dks, on_device, t);
+        for (std::size_t b = 0; b < in.cpu.size(); ++b) {
+          SCOPED_TRACE("block " + std::to_string(b));
+          EXPECT_EQ(gpu[b].box->index, cpu[b].box->index);
+          EXPECT_EQ(gpu[b].box->range.to_vector(), cpu[b].box->range.to_vector());
+          expect_tiles_match(gpu[b], cpu[b], t, *ks);
+        }
+        EXPECT_EQ(cpu[1].box->range.to_vector(), (std::vector<std::int32_t>{1, 0, 1, 0})) << "empty block";
+        EXPECT_EQ(gpu[2].box->range.to_vector(), (std::vector<std::int32_t>{1, 0, 1, 0})) << "nothing on the grid";
+      }
+    }
+  }
+}
+
+// The device chain, downloaded, gridded by the CPU grid.tiled (which skips and counts plane -1),
+// against the CPU chain gridded the same way: only the order of additions within a tile differs.
+TEST_F(GpuSort, DeviceChainGridsLikeCpuChain) {
+  for (auto seed : seeds()) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    for (const Shape& sh : {kShapes[0], kShapes[1], kShapes[4]}) {
+      SCOPED_TRACE(sh.str());
+      auto ks = random_kernel_stack(rng, sh.planes, sh.max_support, sh.oversample, sh.grid_size);
+      const Inputs in = inputs(rng, *ks, sh.vis);
+      const Tiles t = sh.tilings.back();
+      const auto cpu = chain("cpu", ks, in.cpu, t);
+      const auto gpu = chain("cuda", to(Location::device, std::shared_ptr<const KernelStack>(ks)), upload(in.cuda), t);
+      auto grid = [&](const std::vector<Sorted>& sorted) {
+        StageHarness h(grid_tiled_spec(), "cpu", {{"central_box", std::int64_t(2)}});
+        h.set_input("kernels", ks);
+        for (auto& s : sorted) h.process({{"buckets", s.buckets}});
+        h.finish();
+        return h.output<Grid>("grid");
+      };
+      const auto g = grid(gpu), ref = grid(cpu);
+      std::int64_t bad = 0;
+      for (auto b : in.bad) bad += b;
+      EXPECT_LT(relative_frobenius(*g, ref->cells), 1e-5);
+      EXPECT_NEAR(g->norm(), ref->norm(), 1e-9 * std::abs(ref->norm()));
+      EXPECT_GT(g->gridded(), 0);
+      EXPECT_EQ(g->gridded(), ref->gridded());
+      EXPECT_EQ(g->skipped(), ref->skipped() + bad) << "non-finite uvw: an error on the cpu, skipped on the device";
+    }
+  }
+}
+
+// What the host can check, it checks before enqueueing anything.
+TEST_F(GpuSort, MismatchedOrHostInputsAreRejected) {
+  std::mt19937_64 rng(3);
+  auto ks = random_kernel_stack(rng, 4, 4, 4, 64);
+  auto dks = to(Location::device, std::shared_ptr<const KernelStack>(ks));
+  const Blocks blocks =
+      upload({make_block(*ks, random_vis(rng, *ks, 500), 0), make_block(*ks, random_vis(rng, *ks, 500), 1)});
+  const auto a = chain("cuda", dks, {blocks[0]}, {16, 16});
+  const auto b = chain("cuda", dks, {blocks[1]}, {16, 16});
+  // chain() downloads; the stages need device inputs.
+  auto placed = to(Location::device, a[0].placed);
+  StageHarness count(tiles_count_spec(), "cuda", {{"tile_u", std::int64_t(16)}, {"tile_v", std::int64_t(16)}});
+  EXPECT_THROW(count.process({{"vis", placed}, {"box", to(Location::device, b[0].box)}}), InputError);
+  StageHarness bucket(tiles_bucket_sort_spec(), "cuda");
+  EXPECT_THROW(bucket.process({{"vis", placed}, {"counts", to(Location::device, b[0].counts)}}), InputError);
+  StageHarness box(uvw_bounding_box_spec(), "cuda");
+  EXPECT_THROW(box.process({{"vis", blocks[0]}}), InputError);  // not placed
+  EXPECT_THROW(box.process({{"vis", a[0].placed}}), std::logic_error);  // on the host
+  StageHarness sort(uvw_w_sort_spec(), "cuda");
+  sort.set_input("kernels", dks);
+  EXPECT_THROW(sort.process({{"vis", make_block(*ks, random_vis(rng, *ks, 10))}}), std::logic_error);  // on the host
+}
