@@ -18,6 +18,8 @@
 // output files are committed only after a successful run.
 #include "graph/executor.hpp"
 
+#include "runtime/pinned_pool.hpp"
+
 #include <oneapi/tbb/flow_graph.h>
 #include <oneapi/tbb/global_control.h>
 #include <spdlog/spdlog.h>
@@ -728,6 +730,18 @@ RunReport Executor::run() {
     }
   if (!env.empty()) throw ConfigError(env);
   device_name_ = has_cuda_ ? device::describe(0) : "host";
+  if (has_cuda_ && plan_.run.pinned_pool_mb > 0) {
+    const auto t = Clock::now();
+    PinnedPool::global().reserve(std::size_t(plan_.run.pinned_pool_mb) << 20);
+    spdlog::info("reserved {} MB of pinned host memory in {:.2f} s", plan_.run.pinned_pool_mb,
+                 seconds_between(t, Clock::now()));
+  }
+  if (has_cuda_ && plan_.run.device_pool_mb > 0) {
+    const auto t = Clock::now();
+    device::reserve_pool(std::size_t(plan_.run.device_pool_mb) << 20);
+    spdlog::info("mapped {} MB into the device memory pool in {:.2f} s", plan_.run.device_pool_mb,
+                 seconds_between(t, Clock::now()));
+  }
   if (has_cuda_) {
     watcher_.on_error = [this](std::exception_ptr e) { fail(e); };
     watcher_.start();

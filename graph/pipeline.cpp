@@ -348,9 +348,10 @@ std::optional<ParamValue> Loader::convert(const ParamSpec& spec, Val v, const st
 }
 
 void Loader::parse_run(const YAML::Node& n) {
-  static const std::vector<std::string> keys = {"max_in_flight", "transfers", "report", "threads", "once_first"};
+  static const std::vector<std::string> keys = {"max_in_flight", "transfers", "report", "threads", "once_first",
+                                                "pinned_pool_mb", "device_pool_mb"};
   if (n.IsDefined() && !is_map(n)) {
-    error(pos_of(n), "'run' must be a mapping with keys max_in_flight, transfers, report, threads, once_first");
+    error(pos_of(n), "'run' must be a mapping with keys max_in_flight, transfers, report, threads, once_first, pinned_pool_mb, device_pool_mb");
     return;
   }
   if (n.IsDefined())
@@ -368,6 +369,7 @@ void Loader::parse_run(const YAML::Node& n) {
   tr.choices = {"auto", "explicit"};
   ParamSpec rep{"report", ParamType::path};
   ParamSpec first{"once_first", ParamType::boolean};
+  ParamSpec pool{"pinned_pool_mb", ParamType::integer, {}, false, "MB", 0, 1 << 20};
   if (auto v = get("max_in_flight"); v.node.IsDefined())
     if (auto x = convert(mif, v, "run.max_in_flight")) plan_.run.max_in_flight = int(std::get<std::int64_t>(*x));
   if (auto v = get("threads"); v.node.IsDefined())
@@ -378,6 +380,10 @@ void Loader::parse_run(const YAML::Node& n) {
     if (auto x = convert(rep, v, "run.report")) plan_.run.report = std::get<std::string>(*x);
   if (auto v = get("once_first"); v.node.IsDefined())
     if (auto x = convert(first, v, "run.once_first")) plan_.run.once_first = std::get<bool>(*x);
+  if (auto v = get("pinned_pool_mb"); v.node.IsDefined())
+    if (auto x = convert(pool, v, "run.pinned_pool_mb")) plan_.run.pinned_pool_mb = int(std::get<std::int64_t>(*x));
+  if (auto v = get("device_pool_mb"); v.node.IsDefined())
+    if (auto x = convert(pool, v, "run.device_pool_mb")) plan_.run.device_pool_mb = int(std::get<std::int64_t>(*x));
 }
 
 void Loader::parse_plugins(const YAML::Node& n) {

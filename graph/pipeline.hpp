@@ -19,6 +19,8 @@ struct RunOptions {
   std::string report;              // JSON run report path ("" = none)
   int threads = 0;                 // TBB worker threads (0 = all cores)
   bool once_first = false;         // finish what depends only on `once` outputs before streaming
+  int pinned_pool_mb = 0;          // pinned host memory reserved before the stages prepare
+  int device_pool_mb = 0;          // device memory mapped into the CUDA pool before the run
 };
 
 // One input port's connection.

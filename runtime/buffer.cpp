@@ -1,5 +1,7 @@
 #include "runtime/buffer.hpp"
 
+#include "runtime/pinned_pool.hpp"
+
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -11,7 +13,8 @@ const char* to_string(Location l) { return l == Location::host ? "host" : "devic
 std::shared_ptr<Storage> Storage::host(std::size_t bytes, bool pinned) {
   void* p;
   if (pinned) {
-    p = device::alloc_pinned(bytes);
+    p = PinnedPool::global().allocate(bytes);
+    if (!p) p = device::alloc_pinned(bytes);
   } else {
     p = std::aligned_alloc(64, ((bytes + 63) / 64) * 64 + 64);
     if (!p) throw std::bad_alloc();
@@ -32,7 +35,7 @@ Storage::~Storage() {
     if (writer_.valid()) after.push_back(writer_);
     device::release(p_, after.data(), after.size());
   } else if (pinned_) {
-    device::free_pinned(p_);
+    if (!PinnedPool::global().release(p_)) device::free_pinned(p_);
   } else {
     std::free(p_);
   }

@@ -54,6 +54,10 @@ void* alloc_pinned(std::size_t bytes);
 void free_pinned(void* p);
 void copy(void* dst, const void* src, std::size_t bytes, Copy kind, const Stream& s);
 void memset_zero(void* p, std::size_t bytes, const Stream& s);
+// Grows the device's stream-ordered memory pool to hold at least `bytes` (allocates and frees
+// them once): later allocations up to that size map no new memory, which takes milliseconds
+// per gigabyte and would otherwise land in the middle of a run.
+void reserve_pool(std::size_t bytes);
 // Throws with `what` when the last kernel launch failed (call after every launch).
 void check_launch(const char* what);
 

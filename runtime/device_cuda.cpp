@@ -146,6 +146,14 @@ void memset_zero(void* p, std::size_t bytes, const Stream& s) {
   if (bytes) check(cudaMemsetAsync(p, 0, bytes, raw(s)), "cudaMemsetAsync");
 }
 
+void reserve_pool(std::size_t bytes) {
+  if (bytes == 0) return;
+  const Stream s = Stream::create();
+  void* p = alloc(bytes, s);
+  check(cudaFreeAsync(p, raw(s)), "cudaFreeAsync");
+  s.synchronize();  // the pool keeps the memory: its release threshold is unlimited (count())
+}
+
 void check_launch(const char* what) { check(cudaGetLastError(), what); }
 
 }  // namespace uvflow::device

@@ -28,6 +28,7 @@ void* alloc_pinned(std::size_t) { absent(); }
 void free_pinned(void*) {}
 void copy(void*, const void*, std::size_t, Copy, const Stream&) { absent(); }
 void memset_zero(void*, std::size_t, const Stream&) { absent(); }
+void reserve_pool(std::size_t) { absent(); }
 void check_launch(const char*) {}
 
 }  // namespace uvflow::device

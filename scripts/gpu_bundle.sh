@@ -9,13 +9,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD:-build}
-rm -rf .gpu/stage && mkdir -p .gpu/stage
+stage=$(mktemp -d)
+mkdir -p .gpu
 bins=("$build/uvflow")
 for t in "$build"/tests/*_test "$build"/bench/*; do
   [[ -f $t && -x $t ]] && bins+=("$t")
 done
 extra=()
 for so in "$build"/tests/plugins/*.so; do extra+=(-l "$so"); done
-../shared/tools/bundle-libs.sh -o .gpu/stage/uvflow-gpu "${extra[@]}" "${bins[@]}"
-tar czf .gpu/uvflow-gpu.tgz -C .gpu/stage uvflow-gpu
+../shared/tools/bundle-libs.sh -o "$stage/uvflow-gpu" "${extra[@]}" "${bins[@]}"
+tar czf .gpu/uvflow-gpu.tgz -C "$stage" uvflow-gpu && rm -rf "$stage"
 du -h .gpu/uvflow-gpu.tgz

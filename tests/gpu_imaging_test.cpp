@@ -10,6 +10,7 @@
 #include "graph/executor.hpp"
 #include "graph/pipeline.hpp"
 #include "runtime/harness.hpp"
+#include "runtime/pinned_pool.hpp"
 #include "stages/fft/grid_to_image.hpp"
 #include "stages/image/grid_correct.hpp"
 #include "tests/support/fits_read.hpp"
@@ -147,4 +148,30 @@ TEST_F(GpuImaging, DirtyImageGpuPipelineMatchesCpuAndCrossesTheBusOnceEachWay) {
   EXPECT_DOUBLE_EQ(d2h, 512.0 * 512 * sizeof(float)) << "only the image comes back";
   std::printf("dirty_image_gpu: %.3f s wall (CPU pipeline %.3f s); host->device %.1f MB, device->host %.3f MB\n",
               r.wall_s, rc.wall_s, h2d / 1e6, d2h / 1e6);
+}
+
+TEST_F(GpuImaging, PinnedPoolHandsOutReusesAndCoalesces) {
+  PinnedPool& pool = PinnedPool::global();
+  pool.reserve(8 << 20);
+  ASSERT_GE(pool.reserved(), std::size_t(8 << 20));
+  void* a = pool.allocate(1 << 20);
+  void* b = pool.allocate(3000);  // rounded up to a page
+  void* c = pool.allocate(2 << 20);
+  ASSERT_TRUE(a && b && c);
+  EXPECT_EQ(static_cast<char*>(b) - static_cast<char*>(a), 1 << 20);
+  EXPECT_EQ(static_cast<char*>(c) - static_cast<char*>(b), 4096);
+  EXPECT_TRUE(pool.release(b));
+  EXPECT_EQ(pool.allocate(4096), b) << "first fit reuses the freed page";
+  EXPECT_EQ(pool.allocate(pool.reserved()), nullptr) << "too big for what is left";
+  int outside = 0;
+  EXPECT_FALSE(pool.release(&outside));
+  EXPECT_TRUE(pool.release(a));
+  EXPECT_TRUE(pool.release(b));
+  EXPECT_TRUE(pool.release(c));
+  void* all = pool.allocate(pool.reserved());
+  EXPECT_EQ(all, a) << "freed neighbours coalesce into one block";
+  pool.release(all);
+  // A pinned host Array comes from the reserve while it fits.
+  auto arr = Array<float>::host(1000, true);
+  EXPECT_EQ(static_cast<void*>(arr.data()), a);
 }

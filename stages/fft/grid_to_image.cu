@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 #include <cufft.h>
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -53,10 +54,16 @@ class GridToImageCuda : public Stage {
     if (plan_size_ != N) {
       if (plan_size_) cufftDestroy(plan_);
       plan_size_ = 0;
-      check_cufft(cufftPlan2d(&plan_, N, N, CUFFT_C2C), "cufftPlan2d");
+      // No auto-allocated work area: cuFFT would cudaMalloc it, which waits for the whole device
+      // (up to the end of the gridding). The work area comes from the stream-ordered pool below.
+      check_cufft(cufftCreate(&plan_), "cufftCreate");
+      check_cufft(cufftSetAutoAllocation(plan_, 0), "cufftSetAutoAllocation");
+      check_cufft(cufftMakePlan2d(plan_, N, N, CUFFT_C2C, &work_bytes_), "cufftMakePlan2d");
       plan_size_ = N;
     }
     check_cufft(cufftSetStream(plan_, s), "cufftSetStream");
+    auto scratch = Array<std::uint8_t>::device(std::max<std::size_t>(work_bytes_, 1), stream);
+    check_cufft(cufftSetWorkArea(plan_, scratch.data()), "cufftSetWorkArea");
     auto work = Array<cfloat>::device(std::size_t(N) * N, stream);
     const int threads = 256, blocks = 4 * 132 * 8;
     scale_and_centre<<<blocks, threads, 0, s>>>(reinterpret_cast<const float2*>(grid->cells.data()), grid->totals.data(),
@@ -69,7 +76,9 @@ class GridToImageCuda : public Stage {
     img->pixels = Array<float>::device(std::size_t(n) * n, stream);
     crop_real<<<blocks, threads, 0, s>>>(reinterpret_cast<const float2*>(work.data()), img->pixels.data(), N, n);
     device::check_launch("fft.grid_to_image: crop_real");
-    work.storage()->set_last_writer(stream.record());  // released after the crop has read it
+    const device::Event done = stream.record();
+    work.storage()->set_last_writer(done);  // released after the crop has read it
+    scratch.storage()->set_last_writer(done);
     img->wcs = grid_to_image::sky_of(*grid);
     ctx.emit("image", img);
   }
@@ -77,6 +86,7 @@ class GridToImageCuda : public Stage {
  private:
   cufftHandle plan_{};
   int plan_size_ = 0;
+  std::size_t work_bytes_ = 0;
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 #include <tbb/parallel_reduce.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <chrono>
@@ -242,6 +243,7 @@ class Simulate : public Stage {
     check_reached("el_end_deg", el_end_, h_end_);
     seed_ = std::uint64_t(p.integer("seed"));
     noise_jy_ = p.number("noise_jy");
+    precompute_ = p.boolean("precompute");
     configure_sky(p);
   }
 
@@ -263,6 +265,12 @@ class Simulate : public Stage {
     make_baselines(chosen);
     make_hour_angles();
     make_observation();
+    if (precompute_) {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (std::int64_t b = 0; b < blocks_; ++b) precomputed_.push_back(make_block(b));
+      spdlog::info("io.simulate: precomputed {} visibilities in {} blocks in {:.2f} s", obs_->total_visibilities, blocks_,
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
   }
 
   // The observation is known before the first block: kernels.wproj can start at once.
@@ -276,6 +284,14 @@ class Simulate : public Stage {
 
   void process(Context& ctx) override {
     const std::int64_t index = ctx.item();
+    // Precomputed blocks are handed over, not kept: memory falls as the stream drains.
+    auto block = precomputed_.empty() ? make_block(index) : std::move(precomputed_[std::size_t(index)]);
+    ctx.add_work({.visibilities = double(block->size())});  // "updates" are gridding kernel points: none here
+    ctx.emit("vis", block);
+  }
+
+ private:
+  std::shared_ptr<VisBlock> make_block(std::int64_t index) const {
     const std::int64_t first_dump = index * dumps_per_block_;
     const std::int64_t dumps = std::min<std::int64_t>(dumps_per_block_, dumps_ - first_dump);
     const std::size_t n = std::size_t(dumps * baselines_ * channels_);
@@ -301,11 +317,9 @@ class Simulate : public Stage {
     });
     if (noise_jy_ > 0) add_noise(first_dump, dumps, vis);
     label_rows(first_dump, dumps, *block);
-    ctx.add_work({.visibilities = double(n)});  // "updates" are gridding kernel points: none here
-    ctx.emit("vis", block);
+    return block;
   }
 
- private:
   void configure_sky(const Params& p) {
     const auto& records = p.records("sky");
     grid_ = records.empty();
@@ -585,6 +599,8 @@ class Simulate : public Stage {
   std::vector<GridPair> grid_pairs_;
   std::vector<double> src_l_, src_m_, src_c_, src_flux_;  // direction cosines, n - 1, Jy
   bool pinned_ = false;
+  bool precompute_ = false;
+  std::vector<std::shared_ptr<VisBlock>> precomputed_;
   std::vector<double> bx_, by_, bz_;  // per baseline, wavelengths
   std::vector<double> sin_h_, cos_h_, time_s_;  // per dump; time_s_ in MJD seconds (UTC)
   std::vector<std::int32_t> a1_, a2_;             // per baseline
@@ -672,6 +688,9 @@ StageSpec io_simulate_spec() {
        "noise generator seed; the noise of dump d comes from (seed, d)"},
       {"noise_jy", ParamType::number, 0.0, false, "Jy", 0.0, {}, {}, {},
        "standard deviation of the Gaussian noise on each of the real and imaginary parts; 0: none"},
+      {"precompute", ParamType::boolean, false, false, "", {}, {}, {}, {},
+       "simulate every block before the run starts and stream them from memory (benchmarks: the data are in "
+       "host memory, as if read, before the timed stream begins; memory is the whole data set)"},
       {"sky", ParamType::records, std::vector<Record>{}, false, "", {}, {}, {},
        {{"l_deg", ParamType::number, {}, false, "deg", -90.0, 90.0, {}, {},
          "direction-cosine offset towards east (increasing RA), as l * 180/pi"},
