@@ -7,18 +7,23 @@
 //           (dynamic load balance), the chunk cached in shared memory, each thread owning a column
 //           of a 32 x 16 tile in registers, written back with atomics when the tile changes; the
 //           OERC kernel layout (section 4.1) and the sort results stored once (4.2).
-//   uvflow  ours: a warp owns a 32-wide tile in shared memory for one work item (a tile's entries,
-//           at most `entries_per_item` of them, taken from a global counter, so a dense tile is
-//           split across warps and SMs). For each visibility the warp's lanes cover the footprint
-//           clipped to the tile: 32/C rows of C columns at a time, so a narrow footprint keeps most
-//           lanes busy instead of one row's worth; no atomics per update, one atomic per cell of
-//           the touched box when the item ends. OERC kernel reads.
+//   uvflow  ours: a warp owns a 32 x 16 (or 32 x 32) tile for one work item (a tile's entries, at
+//           most `entries_per_item` of them, taken from a global counter, so a dense tile is split
+//           across warps and SMs; items ordered by w-plane so concurrent warps share kernel rows in
+//           cache). Wide footprints accumulate in registers, each lane owning a tile column (no
+//           atomic or shared-memory traffic per update); narrow ones go to a shared-memory tile,
+//           32/C rows of C columns at a time, so a support-4 visibility keeps most lanes busy.
+//           32 visibilities are loaded per warp at once and broadcast by shuffles. One atomic per
+//           touched cell when the item ends. OERC kernel reads.
 //
 // All three report norm, gridded and skipped counts through one totals kernel over the block, and
 // their kernel-point updates through a device work counter (no host synchronisation).
 #include <cuda_runtime.h>
 
+#include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
+
+#include <bit>
 
 #include <stdexcept>
 #include <string>
@@ -328,6 +333,19 @@ __global__ void fill_items(const std::int64_t* offsets, const std::int32_t* acti
   if (blockIdx.x == 0 && threadIdx.x == 0) *n_items = n > 0 ? first_item[n - 1] + items_per_tile[n - 1] : 0;
 }
 
+// Schedule keys: the w-plane of each item's first entry (entries are about plane-sorted within a
+// tile), and past the last plane for the unused slots, so that warps running at the same time
+// grid the same planes and their kernel values stay in L2 rather than streaming from memory.
+__global__ void item_keys(const Item* items, const std::int32_t* n_items, const std::int32_t* entries,
+                          const GridCoord* coords, std::int64_t max_items, std::uint32_t unused,
+                          std::uint32_t* keys, std::int32_t* order) {
+  const std::int32_t n = *n_items;
+  for (std::int64_t k = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; k < max_items; k += std::int64_t(gridDim.x) * blockDim.x) {
+    keys[k] = k < n ? std::uint32_t(coords[entries[items[k].first]].plane) : unused;
+    order[k] = std::int32_t(k);
+  }
+}
+
 struct UvflowArgs {
   TileGeometry t;
   int o;
@@ -336,6 +354,7 @@ struct UvflowArgs {
   const float* weight;
   const std::int32_t* entries;
   const Item* items;
+  const std::int32_t* order;  // items in schedule order
   const std::int32_t* n_items;
   const std::int64_t* oerc_start;
   const float2* oerc;
@@ -345,51 +364,130 @@ struct UvflowArgs {
 
 constexpr int kUvflowWarps = 8;
 
-// tile_v rows of 32 cells per warp in shared memory.
+// One visibility's view of the current tile, prepared by the lane that loaded it and handed to
+// the whole warp with shuffles: the footprint clipped to the tile, where it starts in the tile,
+// and its kernel column base.
+struct Clipped {
+  const float2* base;  // OERC value for idx_v = 0 at k = 0 (the column pointer before sign/row)
+  int k0, cols;        // first k and number of columns (1..32) inside the tile
+  int j0, j1;          // rows of the footprint inside the tile
+  int cell0;           // tile cell of (j0, k0)
+  int off_v, L, sgn;   // kernel row step and sign of off_u
+  float vr, vi, vr_s, vi_s;
+};
+
+__device__ inline Clipped clip(const UvflowArgs& a, std::int32_t i, int u0, int v0, int TV) {
+  Clipped c;
+  const Vis v = load_vis(a.coords, a.vis, a.weight, i);
+  const int s = v.c.support, o = a.o, L = 2 * s + 1, S = o / 2 + o * s + 1;
+  c.k0 = max(u0 - v.c.u, -s);
+  c.cols = min(u0 + 31 - v.c.u, s) - c.k0 + 1;
+  c.j0 = max(v0 - v.c.v, -s);
+  c.j1 = min(v0 + TV - 1 - v.c.v, s);
+  c.cell0 = (v.c.v + c.j0 - v0) * 32 + (v.c.u + c.k0 - u0);
+  const int au = v.c.off_u < 0 ? -v.c.off_u : v.c.off_u;
+  c.base = a.oerc + a.oerc_start[v.c.plane] + (std::int64_t(au) * S + S - 1) * L + s;
+  c.off_v = v.c.off_v;
+  c.L = L;
+  c.sgn = v.c.off_u >= 0 ? 1 : -1;
+  c.vr = v.vr, c.vi = v.vi, c.vr_s = v.vr_s, c.vi_s = v.vi_s;
+  return c;
+}
+
+__device__ inline Clipped from_lane(const Clipped& c, int q) {
+  Clipped r;
+  r.base = reinterpret_cast<const float2*>(__shfl_sync(kFull, reinterpret_cast<unsigned long long>(c.base), q));
+  r.k0 = __shfl_sync(kFull, c.k0, q), r.cols = __shfl_sync(kFull, c.cols, q);
+  r.j0 = __shfl_sync(kFull, c.j0, q), r.j1 = __shfl_sync(kFull, c.j1, q);
+  r.cell0 = __shfl_sync(kFull, c.cell0, q);
+  r.off_v = __shfl_sync(kFull, c.off_v, q), r.L = __shfl_sync(kFull, c.L, q), r.sgn = __shfl_sync(kFull, c.sgn, q);
+  r.vr = __shfl_sync(kFull, c.vr, q), r.vi = __shfl_sync(kFull, c.vi, q);
+  r.vr_s = __shfl_sync(kFull, c.vr_s, q), r.vi_s = __shfl_sync(kFull, c.vi_s, q);
+  return r;
+}
+
+// Footprints at least this many columns wide (clipped to the tile) are gridded into registers,
+// narrower ones into the warp's shared tile with several rows side by side.
+constexpr int kRegisterCols = 16;
+
+// A warp owns a 32 x TV tile. Lane c keeps column c of it in registers (acc) for wide footprints:
+// per update one coalesced kernel read and four FMAs, the row test warp-uniform. Narrow
+// footprints (the small supports far from the core) would leave most lanes idle that way, so they
+// go to the shared tile instead, 32 / cols rows at a time. Both are summed into the shared tile
+// when the item ends and the touched box goes to the grid with one atomic per cell.
+template <int TV>
 __global__ void __launch_bounds__(32 * kUvflowWarps) uvflow_kernel(const UvflowArgs a) {
   extern __shared__ float2 shm[];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, TV = a.t.tile_v;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, o = a.o;
   float2* tile = shm + std::int64_t(warp) * 32 * TV;
   for (int c = lane; c < 32 * TV; c += 32) tile[c] = make_float2(0, 0);
   __syncwarp();
+  float2 acc[TV];
+#pragma unroll
+  for (int r = 0; r < TV; ++r) acc[r] = make_float2(0, 0);
   const std::int32_t n_items = *a.n_items;
   for (;;) {
     unsigned long long item = 0;
     if (lane == 0) item = atomicAdd(a.next_item, 1ull);
     item = __shfl_sync(kFull, item, 0);
     if (item >= static_cast<unsigned long long>(n_items)) break;
-    const Item it = a.items[item];
+    const Item it = a.items[a.order[item]];
     const int u0 = a.t.u0(it.tile), v0 = a.t.v0(it.tile);
     int r_lo = TV, r_hi = -1, c_lo = 32, c_hi = -1;  // cells touched in this item (warp-uniform)
-    for (std::int64_t e = it.first; e < it.first + it.count; ++e) {
-      const Vis v = load_vis(a.coords, a.vis, a.weight, a.entries[e]);
-      const int s = v.c.support, o = a.o, L = 2 * s + 1, S = o / 2 + o * s + 1;
-      const int k0 = max(u0 - v.c.u, -s), k1 = min(u0 + 31 - v.c.u, s);
-      const int j0 = max(v0 - v.c.v, -s), j1 = min(v0 + TV - 1 - v.c.v, s);
-      const int C = k1 - k0 + 1;
-      // Lane -> (row within a group of rows_per_pass, column): all rows of a narrow footprint at once.
-      const int rows_per_pass = 32 / C, lr = lane / C, lc = lane - lr * C;
-      if (lr < rows_per_pass) {
-        const int k = k0 + lc;
-        const int au = v.c.off_u < 0 ? -v.c.off_u : v.c.off_u;
-        const float2* col = a.oerc + a.oerc_start[v.c.plane] + (std::int64_t(au) * S + S - 1) * L + s +
-                            (v.c.off_u >= 0 ? k : -k);
-        float2* cell = tile + (v.c.v + j0 + lr - v0) * 32 + (v.c.u + k - u0);
-        const int step = rows_per_pass * 32;
+    for (int chunk = 0; chunk < it.count; chunk += 32) {
+      // 32 visibilities loaded and clipped at once, one per lane: their memory latency overlaps.
+      const int n = min(32, it.count - chunk);
+      Clipped mine{};
+      if (lane < n) mine = clip(a, a.entries[it.first + chunk + lane], u0, v0, TV);
+      for (int q = 0; q < n; ++q) {
+        const Clipped v = from_lane(mine, q);
+        const int r0 = v.cell0 / 32, c0 = v.cell0 % 32;
+        if (v.cols >= kRegisterCols) {
+          const int lc = lane - c0;
+          if (lc >= 0 && lc < v.cols) {
+            const float2* col = v.base + v.sgn * (v.k0 + lc);
+            const int j_at_row0 = v.j0 - r0;  // footprint row j of tile row r is r + j_at_row0
+#pragma unroll
+            for (int r = 0; r < TV; ++r) {
+              if (r >= r0 && r <= r0 + v.j1 - v.j0) {
+                const float2 k = col[-std::int64_t(abs(v.off_v + (r + j_at_row0) * o)) * v.L];
+                acc[r].x += v.vr * k.x - v.vi_s * k.y;
+                acc[r].y += v.vi * k.x + v.vr_s * k.y;
+              }
+            }
+          }
+        } else {
+          // Lane -> (row within a pass of rows_per_pass rows, column).
+          const int rows_per_pass = 32 / v.cols, lr = lane / v.cols, lc = lane - lr * v.cols;
+          if (lr < rows_per_pass) {
+            const float2* col = v.base + v.sgn * (v.k0 + lc);
+            float2* cell = tile + v.cell0 + lr * 32 + lc;
+            const int step = rows_per_pass * 32;
 #pragma unroll 4
-        for (int j = j0 + lr; j <= j1; j += rows_per_pass, cell += step) {
-          const int iv = abs(v.c.off_v + j * o);
-          float2 g = *cell;
-          mad(g, v, col[-std::int64_t(iv) * L]);
-          *cell = g;
+            for (int j = v.j0 + lr; j <= v.j1; j += rows_per_pass, cell += step) {
+              const float2 k = col[-std::int64_t(abs(v.off_v + j * o)) * v.L];
+              float2 g = *cell;
+              g.x += v.vr * k.x - v.vi_s * k.y;
+              g.y += v.vi * k.x + v.vr_s * k.y;
+              *cell = g;
+            }
+          }
+          // Lanes of later visibilities may update the same cells: keep the warp in step.
+          __syncwarp();
         }
+        r_lo = min(r_lo, r0), r_hi = max(r_hi, r0 + v.j1 - v.j0);
+        c_lo = min(c_lo, c0), c_hi = max(c_hi, c0 + v.cols - 1);
       }
-      // Lanes of later visibilities may update the same cells: keep the warp in step.
-      __syncwarp();
-      r_lo = min(r_lo, v.c.v + j0 - v0), r_hi = max(r_hi, v.c.v + j1 - v0);
-      c_lo = min(c_lo, v.c.u + k0 - u0), c_hi = max(c_hi, v.c.u + k1 - u0);
     }
-    // Write back the touched box and leave the tile zero for the next item.
+    // Registers into the shared tile (each lane its own column), then the touched box to the grid,
+    // leaving tile and registers zero for the next item.
+#pragma unroll
+    for (int r = 0; r < TV; ++r) {
+      float2& g = tile[r * 32 + lane];
+      g.x += acc[r].x, g.y += acc[r].y;
+      acc[r] = make_float2(0, 0);
+    }
+    __syncwarp();
     const int bw = c_hi - c_lo + 1, cells = (r_hi - r_lo + 1) * bw;
     for (int q = lane; q < cells; q += 32) {
       const int r = r_lo + q / bw, c = c_lo + q % bw;
@@ -422,9 +520,12 @@ class TiledCuda final : public Stage {
     int dev = 0;
     check(cudaGetDevice(&dev), "cudaGetDevice");
     check(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute");
-    // The uvflow kernel holds kUvflowWarps tiles of up to 32 x 64 cells in shared memory.
-    check(cudaFuncSetAttribute(uvflow_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               kUvflowWarps * 32 * 64 * int(sizeof(float2))),
+    // The uvflow kernel holds kUvflowWarps tiles of 32 x tile_v cells in shared memory.
+    check(cudaFuncSetAttribute(uvflow_kernel<16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               kUvflowWarps * 32 * 16 * int(sizeof(float2))),
+          "cudaFuncSetAttribute");
+    check(cudaFuncSetAttribute(uvflow_kernel<32>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               kUvflowWarps * 32 * 32 * int(sizeof(float2))),
           "cudaFuncSetAttribute");
   }
 
@@ -434,7 +535,7 @@ class TiledCuda final : public Stage {
     check_inputs(*b, *ks);
     const device::Stream& stream = ctx.stream();
     auto s = static_cast<cudaStream_t>(stream.native());
-    if (!grid_) start(*ks, b->vis.obs, ctx);
+    if (!grid_) make_grid(*ks, b->vis.obs, ctx);
     const VisBlock& vis = b->vis;
     const std::int64_t n = std::int64_t(vis.size());
     const auto* coords = vis.coords.data();
@@ -469,12 +570,12 @@ class TiledCuda final : public Stage {
   }
 
   void finish(Context& ctx) override {
-    if (!grid_) start(*ctx.in<KernelStack>("kernels"), nullptr, ctx);
+    if (!grid_) make_grid(*ctx.in<KernelStack>("kernels"), nullptr, ctx);
     ctx.emit("grid", std::move(grid_));
   }
 
  private:
-  void start(const KernelStack& ks, std::shared_ptr<const Observation> obs, Context& ctx) {
+  void make_grid(const KernelStack& ks, std::shared_ptr<const Observation> obs, Context& ctx) {
     const device::Stream& stream = ctx.stream();
     grid_ = std::make_shared<Grid>();
     grid_->geom = ks.geom;
@@ -514,6 +615,23 @@ class TiledCuda final : public Stage {
     fill_items<<<blocks, 256, 0, s>>>(b.offsets.data(), b.active.data(), l.ntiles_u, per_item_, items_per_tile.data(),
                                       first_item.data(), tiles, items.data(), n_items.data());
     device::check_launch("grid.tiled: fill_items");
+    auto keys = Array<std::uint32_t>::device(std::size_t(max_items), stream);
+    auto keys_sorted = Array<std::uint32_t>::device(std::size_t(max_items), stream);
+    auto unsorted = Array<std::int32_t>::device(std::size_t(max_items), stream);
+    auto order = Array<std::int32_t>::device(std::size_t(max_items), stream);
+    const auto unused = std::uint32_t(ks.planes);
+    item_keys<<<blocks, 256, 0, s>>>(items.data(), n_items.data(), b.entries.data(), b.vis.coords.data(), max_items,
+                                     unused, keys.data(), unsorted.data());
+    device::check_launch("grid.tiled: item_keys");
+    const int end_bit = int(std::bit_width(unused));
+    std::size_t sort_bytes = 0;
+    check(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, keys.data(), keys_sorted.data(), unsorted.data(),
+                                          order.data(), max_items, 0, end_bit, s),
+          "cub::DeviceRadixSort::SortPairs (size)");
+    auto sort_temp = Array<std::uint8_t>::device(std::max<std::size_t>(sort_bytes, 1), stream);
+    check(cub::DeviceRadixSort::SortPairs(sort_temp.data(), sort_bytes, keys.data(), keys_sorted.data(), unsorted.data(),
+                                          order.data(), max_items, 0, end_bit, s),
+          "cub::DeviceRadixSort::SortPairs");
     const UvflowArgs a{t,
                        ks.oversample,
                        b.vis.coords.data(),
@@ -521,19 +639,22 @@ class TiledCuda final : public Stage {
                        b.vis.weight.data(),
                        b.entries.data(),
                        items.data(),
+                       order.data(),
                        n_items.data(),
                        ks.oerc_start.data(),
                        reinterpret_cast<const float2*>(ks.oerc.data()),
                        reinterpret_cast<float2*>(grid_->cells.data()),
                        counter.data()};
     const int shm = kUvflowWarps * 32 * l.tile_v * int(sizeof(float2));
+    const auto kernel = l.tile_v == 16 ? uvflow_kernel<16> : uvflow_kernel<32>;
     int per_sm = 0;
-    check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, uvflow_kernel, 32 * kUvflowWarps, shm),
+    check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 32 * kUvflowWarps, shm),
           "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-    uvflow_kernel<<<std::max(1, per_sm) * sms_, 32 * kUvflowWarps, shm, s>>>(a);
+    kernel<<<std::max(1, per_sm) * sms_, 32 * kUvflowWarps, shm, s>>>(a);
     device::check_launch("grid.tiled: uvflow_kernel");
     const device::Event done = stream.record();
-    for (ArrayBase* x : std::initializer_list<ArrayBase*>{&items_per_tile, &first_item, &items, &n_items, &temp})
+    for (ArrayBase* x : std::initializer_list<ArrayBase*>{&items_per_tile, &first_item, &items, &n_items, &temp, &keys,
+                                                          &keys_sorted, &unsorted, &order, &sort_temp})
       x->storage()->set_last_writer(done);  // released only after the kernels that read them
   }
 
@@ -554,8 +675,8 @@ class TiledCuda final : public Stage {
     if (variant_ == "nvidia" && b.entry_tile.size() != b.entries.size()) bad("needs each entry's tile (tiles.bucket_sort cuda)");
     if (variant_ == "nag" && (b.layout.tile_u != 32 || b.layout.tile_v != kNagRows))
       bad("the nag variant works on 32 x 32 tiles (tiles.count tile_u: 32, tile_v: 32)");
-    if (variant_ == "uvflow" && (b.layout.tile_u != 32 || b.layout.tile_v < 1 || b.layout.tile_v > 64))
-      bad("the uvflow variant works on tiles 32 cells wide and at most 64 tall");
+    if (variant_ == "uvflow" && (b.layout.tile_u != 32 || (b.layout.tile_v != 16 && b.layout.tile_v != 32)))
+      bad("the uvflow variant works on 32 x 16 or 32 x 32 tiles (tiles.count tile_u: 32, tile_v: 16 or 32)");
   }
 
   std::string variant_ = "uvflow";
