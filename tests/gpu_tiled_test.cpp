@@ -26,8 +26,10 @@ using Blocks = std::vector<std::shared_ptr<const VisBlock>>;
 struct Variant {
   const char* name;
   int tile_u, tile_v;
+  int register_columns = 16;  // uvflow: 1 grids every footprint in registers, 33 none
 };
-const Variant kVariants[] = {{"uvflow", 32, 32}, {"uvflow", 32, 16}, {"nvidia", 32, 16}, {"nag", 32, 32}};
+const Variant kVariants[] = {{"uvflow", 32, 32},     {"uvflow", 32, 16}, {"uvflow", 32, 16, 1},
+                             {"uvflow", 32, 32, 33}, {"nvidia", 32, 16}, {"nag", 32, 32}};
 
 class GridTiledGpu : public ::testing::Test {
  protected:
@@ -50,7 +52,7 @@ class GridTiledGpu : public ::testing::Test {
         count(tiles_count_spec(), "cuda", {{"tile_u", std::int64_t(v.tile_u)}, {"tile_v", std::int64_t(v.tile_v)}}),
         bucket(tiles_bucket_sort_spec(), "cuda"),
         grid(grid_tiled_spec(), "cuda", {{"variant", std::string(v.name)}, {"entries_per_item", std::int64_t(64)},
-                                         {"central_box", std::int64_t(1)}, {"nag_blocks_per_central_tile", std::int64_t(50)}});
+                                         {"register_columns", std::int64_t(v.register_columns)}, {"central_box", std::int64_t(1)}, {"nag_blocks_per_central_tile", std::int64_t(50)}});
     sort.set_input("kernels", dks);
     grid.set_input("kernels", dks);
     for (std::size_t i = 0; i < blocks.size(); ++i) {
@@ -71,7 +73,8 @@ class GridTiledGpu : public ::testing::Test {
   void expect_matches(const std::shared_ptr<const KernelStack>& ks, const Blocks& blocks) {
     const RefGrid ref = ref_grid(*ks, blocks);
     for (const Variant& v : kVariants) {
-      SCOPED_TRACE(std::string(v.name) + " " + std::to_string(v.tile_u) + "x" + std::to_string(v.tile_v));
+      SCOPED_TRACE(std::string(v.name) + " " + std::to_string(v.tile_u) + "x" + std::to_string(v.tile_v) +
+                 " register_columns " + std::to_string(v.register_columns));
       const GridRun run = grid_on_device(ks, blocks, v);
       EXPECT_LT(relative_frobenius(*run.grid, ref.cells), 1e-5);
       EXPECT_NEAR(run.grid->norm(), ref.norm, 1e-9 * std::abs(ref.norm));

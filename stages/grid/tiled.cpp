@@ -337,9 +337,10 @@ StageSpec grid_tiled_spec() {
       "column strips of 32 x 32 tiles in registers and shared memory, NAG's reordered kernel layout), nvidia "
       "(001 memo 3-4: 32-thread blocks taking chunks of 32 entries from a global counter, each thread owning a "
       "column of a 32 x 16 tile in registers, written back when the tile changes, OERC kernel layout), and "
-      "uvflow (a warp owns a 32-wide tile in shared memory for a work item of at most entries_per_item entries, "
-      "so a dense tile is split over many warps; its lanes cover the footprint clipped to the tile, 32/C rows of "
-      "C columns at a time, so narrow footprints keep the warp busy; one atomic per touched cell per item). Each "
+      "uvflow (a warp owns a 32 x 16 or 32 x 32 tile for a work item of at most entries_per_item entries, so a "
+      "dense tile is split over many warps; footprints at least register_columns wide accumulate in registers, "
+      "each lane owning a tile column; narrower ones go to a shared-memory tile, 32/C rows of C columns at a time, "
+      "so they keep the warp busy; one atomic per touched cell per item). Each "
       "is tested against the cpu backend on the same buckets: relative Frobenius norm below 1e-5, same norm, "
       "gridded and skipped counts.";
   s.inputs = {{"buckets", kTileBuckets, Arity::stream, Residency::backend,
@@ -362,6 +363,10 @@ StageSpec grid_tiled_spec() {
                .min = 1, .max = 1 << 20,
                .doc = "uvflow: the most entries of one tile a warp grids before writing the tile back; smaller "
                       "splits dense tiles finer, larger writes back less often"},
+              {.name = "register_columns", .type = ParamType::integer, .def = std::int64_t(16), .unit = "cells",
+               .min = 1, .max = 33,
+               .doc = "uvflow: footprints at least this many columns wide (clipped to the tile) are gridded in "
+                      "registers, narrower ones in shared memory; 33: all in shared memory"},
               {.name = "nag_blocks_per_tile", .type = ParamType::integer, .def = std::int64_t(16), .min = 1,
                .max = 1 << 16, .doc = "nag: thread blocks per tile outside the central box (the memo's 16)"},
               {.name = "nag_blocks_per_central_tile", .type = ParamType::integer, .def = std::int64_t(1000), .min = 1,

@@ -360,9 +360,10 @@ struct UvflowArgs {
   const float2* oerc;
   float2* grid;
   unsigned long long* next_item;
+  int register_cols;  // footprints at least this wide (in the tile) are gridded in registers
 };
 
-constexpr int kUvflowWarps = 8;
+constexpr int kUvflowWarps = 4;
 
 // One visibility's view of the current tile, prepared by the lane that loaded it and handed to
 // the whole warp with shuffles: the footprint clipped to the tile, where it starts in the tile,
@@ -406,9 +407,14 @@ __device__ inline Clipped from_lane(const Clipped& c, int q) {
   return r;
 }
 
-// Footprints at least this many columns wide (clipped to the tile) are gridded into registers,
-// narrower ones into the warp's shared tile with several rows side by side.
-constexpr int kRegisterCols = 16;
+// g += (vr + i vi) * k as four FMAs (k conjugated through the signed parts); a zero k leaves g as
+// it is.
+__device__ inline void update(float2& g, const Clipped& v, float2 k) {
+  g.x = fmaf(v.vr, k.x, g.x);
+  g.x = fmaf(-v.vi_s, k.y, g.x);
+  g.y = fmaf(v.vi, k.x, g.y);
+  g.y = fmaf(v.vr_s, k.y, g.y);
+}
 
 // A warp owns a 32 x TV tile. Lane c keeps column c of it in registers (acc) for wide footprints:
 // per update one coalesced kernel read and four FMAs, the row test warp-uniform. Narrow
@@ -442,18 +448,22 @@ __global__ void __launch_bounds__(32 * kUvflowWarps) uvflow_kernel(const UvflowA
       for (int q = 0; q < n; ++q) {
         const Clipped v = from_lane(mine, q);
         const int r0 = v.cell0 / 32, c0 = v.cell0 % 32;
-        if (v.cols >= kRegisterCols) {
+        if (v.cols >= a.register_cols) {
           const int lc = lane - c0;
           if (lc >= 0 && lc < v.cols) {
             const float2* col = v.base + v.sgn * (v.k0 + lc);
-            const int j_at_row0 = v.j0 - r0;  // footprint row j of tile row r is r + j_at_row0
+            const int j_at_row0 = v.j0 - r0, r1 = r0 + v.j1 - v.j0;  // tile row r is footprint row r + j_at_row0
+            // Eight rows' kernel values are loaded before any is used, so their latencies overlap.
 #pragma unroll
-            for (int r = 0; r < TV; ++r) {
-              if (r >= r0 && r <= r0 + v.j1 - v.j0) {
-                const float2 k = col[-std::int64_t(abs(v.off_v + (r + j_at_row0) * o)) * v.L];
-                acc[r].x += v.vr * k.x - v.vi_s * k.y;
-                acc[r].y += v.vi * k.x + v.vr_s * k.y;
-              }
+            for (int r8 = 0; r8 < TV; r8 += 8) {
+              if (r8 > r1 || r8 + 7 < r0) continue;  // warp-uniform
+              float2 k[8];
+#pragma unroll
+              for (int r = 0; r < 8; ++r)
+                k[r] = r8 + r >= r0 && r8 + r <= r1 ? col[-std::int64_t(abs(v.off_v + (r8 + r + j_at_row0) * o)) * v.L]
+                                                    : make_float2(0, 0);
+#pragma unroll
+              for (int r = 0; r < 8; ++r) update(acc[r8 + r], v, k[r]);
             }
           }
         } else {
@@ -465,10 +475,8 @@ __global__ void __launch_bounds__(32 * kUvflowWarps) uvflow_kernel(const UvflowA
             const int step = rows_per_pass * 32;
 #pragma unroll 4
             for (int j = v.j0 + lr; j <= v.j1; j += rows_per_pass, cell += step) {
-              const float2 k = col[-std::int64_t(abs(v.off_v + j * o)) * v.L];
               float2 g = *cell;
-              g.x += v.vr * k.x - v.vi_s * k.y;
-              g.y += v.vi * k.x + v.vr_s * k.y;
+              update(g, v, col[-std::int64_t(abs(v.off_v + j * o)) * v.L]);
               *cell = g;
             }
           }
@@ -511,6 +519,7 @@ class TiledCuda final : public Stage {
     variant_ = p.string("variant");
     central_box_ = int(p.integer("central_box"));
     per_item_ = int(p.integer("entries_per_item"));
+    register_cols_ = int(p.integer("register_columns"));
     nag_blocks_ = int(p.integer("nag_blocks_per_tile"));
     nag_central_blocks_ = int(p.integer("nag_blocks_per_central_tile"));
   }
@@ -644,7 +653,8 @@ class TiledCuda final : public Stage {
                        ks.oerc_start.data(),
                        reinterpret_cast<const float2*>(ks.oerc.data()),
                        reinterpret_cast<float2*>(grid_->cells.data()),
-                       counter.data()};
+                       counter.data(),
+                       register_cols_};
     const int shm = kUvflowWarps * 32 * l.tile_v * int(sizeof(float2));
     const auto kernel = l.tile_v == 16 ? uvflow_kernel<16> : uvflow_kernel<32>;
     int per_sm = 0;
@@ -680,7 +690,7 @@ class TiledCuda final : public Stage {
   }
 
   std::string variant_ = "uvflow";
-  int central_box_ = 2, per_item_ = 256, nag_blocks_ = 16, nag_central_blocks_ = 1000;
+  int central_box_ = 2, per_item_ = 256, register_cols_ = 16, nag_blocks_ = 16, nag_central_blocks_ = 1000;
   int sms_ = 1;
   std::shared_ptr<Grid> grid_;
   Array<double> work_;

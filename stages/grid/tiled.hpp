@@ -11,7 +11,8 @@
 //        variant      uvflow (default) | nvidia | nag: the design (cuda); the cpu backend has one
 //        central_box  integer, tiles, default 2, range [-1, 100000]: radius W of the central box,
 //                     the (2W+1)^2 tiles around the tile holding the grid centre; -1: none (cpu, nag)
-//        entries_per_item             uvflow: the most entries of one tile a warp takes at once
+//        entries_per_item, register_columns   uvflow: the most entries of one tile a warp takes at
+//                     once; footprints at least this wide go to registers, narrower to shared memory
 //                     (uvflow grids 32 x 16 or 32 x 32 tiles, nvidia 32 x 16, nag 32 x 32)
 //        nag_blocks_per_tile, nag_blocks_per_central_tile    nag: blocks per tile (16 and 1000)
 //   backends: cpu (serial over blocks, parallel within a block); cuda (stages/grid/tiled.cu).
