@@ -89,9 +89,46 @@ void StageHarness::set_input(const std::string& port, std::shared_ptr<const Payl
 
 void StageHarness::process(std::map<std::string, std::shared_ptr<const Payload>> stream_inputs) {
   ctx_->current_ = std::move(stream_inputs);
+  std::map<std::string, std::size_t> emitted;
+  for (auto& [port, v] : ctx_->out_) emitted[port] = v.size();
+  const bool on_device = device_inputs_wait();
   stage_->process(*ctx_);
+  if (on_device) stamp_device(emitted);
   ctx_->current_.clear();
   ctx_->item_++;
+}
+
+// Device inputs, as the executor orders them: the stage's stream waits for their last writers, so
+// a test need not synchronise after an upload. True when there is any (and so a device).
+bool StageHarness::device_inputs_wait() {
+  bool any = false;
+  for (auto* m : {&ctx_->once_, &ctx_->current_})
+    for (auto& [_, p] : *m)
+      const_cast<Payload&>(*p).arrays([&](ArrayBase& a) {
+        if (a.storage() && a.location() == Location::device) {
+          ctx_->stream().wait(a.storage()->last_writer());
+          any = true;
+        }
+      });
+  return any;
+}
+
+// After a call with device inputs, as the executor does: outputs of this call carry its event as
+// their last writer, and the stream inputs, which the caller may drop at once, are not released
+// (and their memory reused) before the stage's work on them is done.
+void StageHarness::stamp_device(const std::map<std::string, std::size_t>& emitted_before) {
+  const device::Event done = ctx_->stream().record();
+  for (auto& [port, v] : ctx_->out_) {
+    const auto it = emitted_before.find(port);
+    for (std::size_t i = it == emitted_before.end() ? 0 : it->second; i < v.size(); ++i)
+      const_cast<Payload&>(*v[i]).arrays([&](ArrayBase& a) {
+        if (a.storage() && a.location() == Location::device) a.storage()->set_last_writer(done);
+      });
+  }
+  for (auto& [_, p] : ctx_->current_)
+    const_cast<Payload&>(*p).arrays([&](ArrayBase& a) {
+      if (a.storage() && a.location() == Location::device) a.storage()->add_reader(done);
+    });
 }
 
 void StageHarness::start() {

@@ -41,6 +41,8 @@ class StageHarness {
   void commit_outputs();
 
  private:
+  bool device_inputs_wait();
+  void stamp_device(const std::map<std::string, std::size_t>& emitted_before);
   class Ctx;
   const StageSpec spec_;  // a copy: callers pass temporaries such as write_fits_spec()
   std::string backend_;
