@@ -22,7 +22,7 @@ if ((free_gb < 10)); then
   exit 1
 fi
 
-cmake -S bench/read_ms_sink -B "$scratch/plugin" -DCMAKE_BUILD_TYPE=Release -Duvflow_DIR="$build" >/dev/null
+cmake -S bench/sinks -B "$scratch/plugin" -DCMAKE_BUILD_TYPE=Release -Duvflow_DIR="$build" >/dev/null
 cmake --build "$scratch/plugin" >/dev/null
 
 # Runs a command under /usr/bin/time -v, its output in $scratch/NAME.txt; sets wall (s) and rss (MB).

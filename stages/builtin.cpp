@@ -4,9 +4,14 @@
 #include "stages/grid/atomic.hpp"
 #include "stages/grid/serial.hpp"
 #include "stages/grid/tiled.hpp"
+#include "stages/image/column_gain.hpp"
 #include "stages/image/grid_correct.hpp"
+#include "stages/image/psf.hpp"
+#include "stages/image/psf_convolve.hpp"
+#include "stages/io/read_fits.hpp"
 #include "stages/io/read_ms.hpp"
 #include "stages/io/simulate.hpp"
+#include "stages/io/simulate_frames.hpp"
 #include "stages/io/write_fits.hpp"
 #include "stages/io/write_ms.hpp"
 #include "stages/io/write_png.hpp"
@@ -41,6 +46,11 @@ void register_builtin_stages(Registry& r) {
   r.add(kernels_wproj_spec());
   r.add(fft_grid_to_image_spec());
   r.add(image_grid_correct_spec());
+  r.add(read_fits_spec());
+  r.add(simulate_frames_spec());
+  r.add(psf_spec());
+  r.add(column_gain_spec());
+  r.add(psf_convolve_spec());
 }
 
 }  // namespace uvflow

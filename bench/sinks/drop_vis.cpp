@@ -1,11 +1,10 @@
 // bench.drop_vis: consumes VisBlocks and keeps nothing, so that a pipeline io.read_ms ->
 // bench.drop_vis times the reader alone (the framework still counts the visibilities).
 #include "runtime/payloads/vis.hpp"
-#include "runtime/registry.hpp"
+#include "sinks.hpp"
 
+namespace uvflow::bench {
 namespace {
-
-using namespace uvflow;
 
 class DropVis : public Stage {
  public:
@@ -14,17 +13,17 @@ class DropVis : public Stage {
   }
 };
 
-void register_stages(Registry& r) {
+}  // namespace
+
+void register_drop_vis(Registry& r) {
   StageSpec s;
   s.type = "bench.drop_vis";
   s.summary = "drop visibility blocks (a do-nothing consumer for benchmarks of sources)";
-  s.doc = "Counts the visibilities of each block and releases it; built by bench/read_ms.sh.";
+  s.doc = "Counts the visibilities of each block and releases it; in the bench_sinks plugin (bench/sinks).";
   s.inputs = {{"vis", "VisBlock", Arity::stream, Residency::host, "visibilities, dropped"}};
   s.backends = {{"cpu", [] { return std::make_unique<DropVis>(); }}};
   s.concurrency = Concurrency::parallel;
   r.add(std::move(s));
 }
 
-}  // namespace
-
-UVFLOW_PLUGIN("bench_drop_vis", register_stages)
+}  // namespace uvflow::bench

@@ -1,0 +1,158 @@
+#include "stages/io/simulate_frames.hpp"
+
+#include <oneapi/tbb/parallel_for.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "runtime/payloads/image.hpp"
+
+namespace uvflow {
+namespace {
+
+// A 32-bit integer hash with good avalanche (Wellons' lowbias32); 32-bit multiplies vectorise
+// on AVX2, so noise costs about as much as writing the frame.
+inline std::uint32_t mix32(std::uint32_t x) {
+  x ^= x >> 16;
+  x *= 0x7feb352dU;
+  x ^= x >> 15;
+  x *= 0x846ca68bU;
+  x ^= x >> 16;
+  return x;
+}
+
+class SimulateFrames : public Stage {
+ public:
+  void configure(const Params& p) override {
+    nx_ = int(p.integer("width"));
+    ny_ = int(p.integer("height"));
+    count_ = p.integer("count");
+    seed_ = std::uint64_t(p.integer("seed"));
+    level_ = float(p.number("background"));
+    sources_ = int(p.integer("sources"));
+    noise_ = float(p.number("noise"));
+    distinct_ = p.integer("distinct");
+  }
+
+  void prepare(PrepareContext& pc) override {
+    pinned_ = pc.pinned("frames");
+    if (pc.dry_run) return;
+    for (std::int64_t i = 0; i < std::min(distinct_, count_); ++i) made_.push_back(make(i));
+  }
+
+  std::int64_t stream_length() const override { return count_; }
+
+  void process(Context& ctx) override {
+    const std::int64_t index = ctx.item();
+    if (made_.empty()) {
+      ctx.emit("frames", make(index));
+      return;
+    }
+    // A copy of the payload sharing the pixels: nothing is made or copied per frame.
+    auto img = std::make_shared<Image>(*made_[std::size_t(index % distinct_)]);
+    img->index = index;
+    ctx.emit("frames", img);
+  }
+
+ private:
+  std::shared_ptr<Image> make(std::int64_t index) const {
+    std::seed_seq seq{std::uint32_t(seed_), std::uint32_t(seed_ >> 32), std::uint32_t(index),
+                      std::uint32_t(std::uint64_t(index) >> 32)};
+    std::mt19937_64 rng(seq);
+    std::uniform_real_distribution<double> u01(0, 1);
+    const std::uint32_t key = std::uint32_t(rng());
+
+    // Separable background: level * (1 + gx(x)) * (1 + gy(y)), a few percent of slow variation.
+    auto profile = [&](int n) {
+      const double a1 = 0.15 * u01(rng), p1 = u01(rng), a2 = 0.05 * u01(rng), p2 = u01(rng);
+      std::vector<float> g(n);
+      for (int i = 0; i < n; ++i) {
+        const double t = double(i) / n;
+        g[i] = float(1 + a1 * std::sin(2 * M_PI * (t + p1)) + a2 * std::sin(2 * M_PI * (3 * t + p2)));
+      }
+      return g;
+    };
+    const std::vector<float> gx = profile(nx_), gy = profile(ny_);
+
+    auto img = std::make_shared<Image>();
+    img->index = index;
+    img->nx = nx_;
+    img->ny = ny_;
+    img->pixels = Array<float>::host(std::size_t(nx_) * ny_, pinned_);
+    float* px = img->pixels.data();
+    // Irwin-Hall(4) has variance 1/3: scale to the requested standard deviation.
+    const float scale = noise_ * std::sqrt(3.0f) / 65536.0f;
+    const int nx = nx_;
+    tbb::parallel_for(tbb::blocked_range<int>(0, ny_, 16), [&](const tbb::blocked_range<int>& r) {
+      for (int y = r.begin(); y < r.end(); ++y) {
+        const std::uint32_t row = mix32(key ^ mix32(std::uint32_t(y) * 0x9e3779b9U));
+        const float base = level_ * gy[y];
+        float* out = px + std::size_t(y) * nx;
+        for (int x = 0; x < nx; ++x) {
+          const std::uint32_t a = mix32(row ^ std::uint32_t(2 * x)), b = mix32(row ^ std::uint32_t(2 * x + 1));
+          const float sum = float(a & 0xffff) + float(a >> 16) + float(b & 0xffff) + float(b >> 16);
+          out[x] = base * gx[x] + (sum - 2 * 65536.0f) * scale;
+        }
+      }
+    });
+
+    // Point sources: Gaussian spots of sigma 1 pixel, clipped at the frame edges.
+    constexpr int R = 3;
+    for (int s = 0; s < sources_; ++s) {
+      const double cx = u01(rng) * nx_, cy = u01(rng) * ny_;
+      const double flux = level_ * std::pow(10.0, 2 * u01(rng));
+      const int x0 = int(cx), y0 = int(cy);
+      for (int y = std::max(0, y0 - R); y <= std::min(ny_ - 1, y0 + R); ++y)
+        for (int x = std::max(0, x0 - R); x <= std::min(nx_ - 1, x0 + R); ++x) {
+          const double dx = x + 0.5 - cx, dy = y + 0.5 - cy;
+          px[std::size_t(y) * nx_ + x] += float(flux / (2 * M_PI) * std::exp(-0.5 * (dx * dx + dy * dy)));
+        }
+    }
+    return img;
+  }
+
+  int nx_ = 0, ny_ = 0, sources_ = 0;
+  std::int64_t count_ = 0, distinct_ = 0;
+  std::vector<std::shared_ptr<const Image>> made_;  // distinct > 0: the frames the stream repeats
+  std::uint64_t seed_ = 0;
+  float level_ = 0, noise_ = 0;
+  bool pinned_ = false;
+};
+
+}  // namespace
+
+StageSpec simulate_frames_spec() {
+  StageSpec s;
+  s.type = "io.simulate_frames";
+  s.summary = "synthetic PROBA-V-like frames: smooth background, point sources and noise";
+  s.doc =
+      "Frames of width x height float pixels (default 813 x 5271, the size the StrayLight report works on): "
+      "a smooth separable background of slow sinusoids, point sources (Gaussian spots of 1 pixel sigma, "
+      "fluxes log-uniform from 1 to 100 times the background) and pixel noise (an Irwin-Hall sum of four "
+      "uniforms, close to Gaussian). Frame i depends only on (seed, i): the stream is reproduced exactly "
+      "whatever the order or the number of threads. Made in parallel at about the speed of writing the "
+      "frame, so it does not distort benchmarks of the stages it feeds on a few cores; with distinct: N the "
+      "first N frames are made before the run (in pinned memory when they feed an upload) and repeated, so "
+      "that a GPU benchmark streams at the bus's speed, not the frame maker's.";
+  s.outputs = {{"frames", "Image", Arity::stream, Residency::host, "one frame per item"}};
+  s.params = {
+      {"width", ParamType::integer, std::int64_t(813), false, "pixels", 1, 65536, {}, {}, "frame width (x)"},
+      {"height", ParamType::integer, std::int64_t(5271), false, "pixels", 1, 65536, {}, {}, "frame height (y)"},
+      {"count", ParamType::integer, std::int64_t(8), false, "", 0, 1e9, {}, {}, "frames in the stream"},
+      {"seed", ParamType::integer, std::int64_t(1), false, "", 0, {}, {}, {},
+       "frame i is a function of (seed, i) only"},
+      {"background", ParamType::number, 100.0, false, "", 0, 1e30, {}, {}, "mean background level"},
+      {"sources", ParamType::integer, std::int64_t(300), false, "", 0, 1e7, {}, {}, "point sources per frame"},
+      {"noise", ParamType::number, 2.0, false, "", 0, 1e30, {}, {}, "standard deviation of the pixel noise"},
+      {"distinct", ParamType::integer, std::int64_t(0), false, "", 0, 1e6, {}, {},
+       "0: every frame made as it streams; N > 0: frames 0 to N-1 are made before the run and frame i is "
+       "frame i mod N (benchmarks: the frames are in host memory, as if read, and cost nothing per frame)"}};
+  s.backends = {{"cpu", [] { return std::make_unique<SimulateFrames>(); }}};
+  s.concurrency = Concurrency::parallel;
+  return s;
+}
+
+}  // namespace uvflow

@@ -1,0 +1,160 @@
+#include "tests/support/edge_wrap.hpp"
+
+#include <gtest/gtest.h>
+#include <oneapi/tbb/parallel_for.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "runtime/error.hpp"
+#include "runtime/harness.hpp"
+#include "stages/image/psf.hpp"
+#include "stages/io/simulate_frames.hpp"
+
+namespace uvflow::test {
+
+std::vector<double> edge_wrap(Plane in, Plane psf) {
+  const int inY = in.ny, inX = in.nx, kY = psf.ny, kX = psf.nx;
+  std::vector<double> out(static_cast<size_t>(inX) * inY);
+  // Listing 4.1 with the loops as written; only the rows are shared out between threads.
+  tbb::parallel_for(0, inY, [&](int i) {
+    for (int j = 0; j < inX; j++) {
+      double sum = 0;
+      for (int k = 0; k < kY; k++)
+        for (int l = 0; l < kX; l++)
+          sum += double(in.at((j + l) % inX, (i + k) % inY)) * double(psf.at(l, k));
+      out[static_cast<size_t>((i + kY / 2) % inY) * inX + (j + kX / 2) % inX] = sum;
+    }
+  });
+  return out;
+}
+
+double edge_wrap_pixel(Plane in, Plane psf, int x, int y) {
+  const int inY = in.ny, inX = in.nx, kY = psf.ny, kX = psf.nx;
+  // The (i, j) of Listing 4.1 whose sum lands on (x, y).
+  const int i = ((y - kY / 2) % inY + inY) % inY, j = ((x - kX / 2) % inX + inX) % inX;
+  double sum = 0;
+  for (int k = 0; k < kY; k++)
+    for (int l = 0; l < kX; l++) sum += double(in.at((j + l) % inX, (i + k) % inY)) * double(psf.at(l, k));
+  return sum;
+}
+
+double relative_frobenius(const std::vector<double>& a, const std::vector<double>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    num += (a[i] - b[i]) * (a[i] - b[i]);
+    den += b[i] * b[i];
+  }
+  return a.size() == b.size() ? std::sqrt(num / den) : INFINITY;
+}
+
+Plane plane(const Image& im) { return {im.nx, im.ny, im.pixels.data()}; }
+
+std::vector<double> as_double(const Image& im) { return {im.pixels.begin(), im.pixels.end()}; }
+
+std::shared_ptr<Image> blank(int nx, int ny) {
+  auto im = std::make_shared<Image>();
+  im->nx = nx;
+  im->ny = ny;
+  im->pixels = Array<float>::host(std::size_t(nx) * ny);
+  std::fill(im->pixels.begin(), im->pixels.end(), 0.0f);
+  return im;
+}
+
+std::shared_ptr<Image> uniform(int nx, int ny, std::mt19937& rng, float lo, float hi) {
+  auto im = blank(nx, ny);
+  std::uniform_real_distribution<float> u(lo, hi);
+  for (auto& p : im->pixels) p = u(rng);
+  return im;
+}
+
+ImagePtr simulated(int nx, int ny, int count, int index, int seed) {
+  StageHarness h(simulate_frames_spec(), "cpu",
+                 {{"width", std::int64_t(nx)}, {"height", std::int64_t(ny)}, {"count", std::int64_t(count)},
+                  {"seed", std::int64_t(seed)}});
+  h.run_source();
+  return h.output<Image>("frames", index);
+}
+
+ImagePtr model_psf(int kx, int ky) {
+  StageHarness h(psf_spec(), "cpu", {{"size_x", std::int64_t(kx)}, {"size_y", std::int64_t(ky)}});
+  h.run_source();
+  return h.output<Image>("psf");
+}
+
+std::vector<std::pair<ImagePtr, std::string>> bad_psfs() {
+  auto nan = blank(5, 5);
+  nan->pixels[2 * 5 + 3] = NAN;
+  auto inf = blank(5, 5);
+  inf->pixels[4] = INFINITY;
+  return {{nan, "input 'psf': PSF pixel (x 3, y 2) is NaN"},
+          {inf, "input 'psf': PSF pixel (x 4, y 0) is infinite"},
+          {blank(5, 5), "input 'psf': PSF is all zero"}};
+}
+
+std::string psf_larger_than_13x17(int kx, int ky) {
+  return "the PSF (" + std::to_string(kx) + " x " + std::to_string(ky) +
+         " pixels, width x height) is larger than frame 0 (13 x 17)";
+}
+
+void expect_input_error(const std::function<void()>& f, const std::string& text) {
+  try {
+    f();
+    ADD_FAILURE() << "no InputError; expected one saying '" << text << "'";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << "message: " << e.what();
+  }
+}
+
+void PrintTo(const ConvolveCase& c, std::ostream* os) {
+  *os << "frame " << c.ny << " x " << c.nx << ", PSF " << c.ky << " x " << c.kx << " (rows x columns)";
+}
+
+std::vector<ConvolveCase> convolve_cases() {
+  std::vector<ConvolveCase> v;
+  for (auto [ny, nx] : {std::pair{5271, 813}, std::pair{813, 5271}})
+    for (int k : {1, 2, 15, 31, 64, 255}) v.push_back({ny, nx, k, k});
+  for (auto [ky, kx] : {std::pair{1, 1}, {2, 2}, {2, 5}, {9, 7}, {13, 11}, {16, 12}, {17, 13}})
+    v.push_back({17, 13, ky, kx});
+  return v;
+}
+
+std::string case_name(const ConvolveCase& c, bool random) {
+  return "frame" + std::to_string(c.ny) + "x" + std::to_string(c.nx) + "_psf" + std::to_string(c.ky) + "x" +
+         std::to_string(c.kx) + (random ? "_random" : "_fixed");
+}
+
+std::pair<ImagePtr, ImagePtr> case_inputs(const ConvolveCase& c, bool random, std::mt19937& rng) {
+  if (!random) return {simulated(c.nx, c.ny), model_psf(c.kx, c.ky)};
+  ImagePtr frame = uniform(c.nx, c.ny, rng, -1, 1);
+  return {frame, uniform(c.kx, c.ky, rng, 0, 1)};
+}
+
+void expect_listing41(const Image& frame, const Image& psf, const Outputs& outputs, std::mt19937& rng,
+                      const std::function<ImagePtr()>& whole) {
+  const int nx = frame.nx, ny = frame.ny;
+  for (auto& [name, out] : outputs) {
+    ASSERT_EQ(out->nx, nx) << name;
+    ASSERT_EQ(out->ny, ny) << name;
+  }
+  if (double(nx) * ny * psf.nx * psf.ny <= 1.1e9) {
+    const std::vector<double> ref = edge_wrap(plane(frame), plane(psf));
+    for (auto& [name, out] : outputs) EXPECT_LT(relative_frobenius(as_double(*out), ref), kConvolveTolerance) << name;
+    return;
+  }
+  const ImagePtr w = whole();
+  for (auto& [name, out] : outputs)
+    EXPECT_LT(relative_frobenius(as_double(*out), as_double(*w)), kConvolveTolerance) << name << " on the whole frame";
+  std::vector<std::pair<int, int>> at = {{0, 0}, {nx - 1, 0}, {0, ny - 1}, {nx - 1, ny - 1}};
+  std::uniform_int_distribution<int> x(0, nx - 1), y(0, ny - 1);
+  while (at.size() < 300) at.emplace_back(x(rng), y(rng));
+  std::vector<double> ref;
+  for (auto [px, py] : at) ref.push_back(edge_wrap_pixel(plane(frame), plane(psf), px, py));
+  for (auto& [name, out] : outputs) {
+    std::vector<double> got;
+    for (auto [px, py] : at) got.push_back(out->pixels[std::size_t(py) * nx + px]);
+    EXPECT_LT(relative_frobenius(got, ref), kConvolveTolerance) << name;
+  }
+}
+
+}  // namespace uvflow::test
