@@ -189,7 +189,7 @@ __global__ void __launch_bounds__(32) nvidia_kernel(const NvidiaArgs a) {
         const int j = j0 + r;
         if (j < -s || j > s) continue;
         const int iv = abs(v.c.off_v + j * o);
-        mad(acc[r], v, col[-std::int64_t(iv) * L]);
+        mad(acc[r], v, col[-iv * L]);  // int: |iv| L stays far below 2^31
       }
     }
     __syncwarp();
@@ -365,15 +365,14 @@ struct UvflowArgs {
 
 constexpr int kUvflowWarps = 4;
 
-// One visibility's view of the current tile, prepared by the lane that loaded it and handed to
-// the whole warp with shuffles: the footprint clipped to the tile, where it starts in the tile,
-// and its kernel column base.
-struct Clipped {
-  const float2* base;  // OERC value for idx_v = 0 at k = 0 (the column pointer before sign/row)
-  int k0, cols;        // first k and number of columns (1..32) inside the tile
-  int j0, j1;          // rows of the footprint inside the tile
-  int cell0;           // tile cell of (j0, k0)
-  int off_v, L, sgn;   // kernel row step and sign of off_u
+// One visibility's view of the current tile, prepared by the lane that loaded it and read by the
+// whole warp from shared memory (four 16-byte broadcasts): the footprint clipped to the tile as
+// tile rows r0..r1 and columns c0..c1, and where its kernel values are.
+struct alignas(16) Clipped {
+  const float2* col0;  // kernel value of tile column c0 at footprint row 0; column c is col0 + sgn (c - c0)
+  int r0, r1, c0, c1;  // the footprint's rows and columns inside the tile
+  int t0;              // kernel row (before |.|) of tile row 0: tile row r reads row |t0 + r o|
+  int L, sgn;          // kernel row length and the sign of off_u
   float vr, vi, vr_s, vi_s;
 };
 
@@ -381,30 +380,17 @@ __device__ inline Clipped clip(const UvflowArgs& a, std::int32_t i, int u0, int 
   Clipped c;
   const Vis v = load_vis(a.coords, a.vis, a.weight, i);
   const int s = v.c.support, o = a.o, L = 2 * s + 1, S = o / 2 + o * s + 1;
-  c.k0 = max(u0 - v.c.u, -s);
-  c.cols = min(u0 + 31 - v.c.u, s) - c.k0 + 1;
-  c.j0 = max(v0 - v.c.v, -s);
-  c.j1 = min(v0 + TV - 1 - v.c.v, s);
-  c.cell0 = (v.c.v + c.j0 - v0) * 32 + (v.c.u + c.k0 - u0);
+  const int k0 = max(u0 - v.c.u, -s), k1 = min(u0 + 31 - v.c.u, s);
+  const int j0 = max(v0 - v.c.v, -s), j1 = min(v0 + TV - 1 - v.c.v, s);
+  c.c0 = v.c.u + k0 - u0, c.c1 = v.c.u + k1 - u0;
+  c.r0 = v.c.v + j0 - v0, c.r1 = v.c.v + j1 - v0;
+  c.t0 = v.c.off_v + (v0 - v.c.v) * o;  // tile row r is footprint row r + v0 - v
   const int au = v.c.off_u < 0 ? -v.c.off_u : v.c.off_u;
-  c.base = a.oerc + a.oerc_start[v.c.plane] + (std::int64_t(au) * S + S - 1) * L + s;
-  c.off_v = v.c.off_v;
-  c.L = L;
   c.sgn = v.c.off_u >= 0 ? 1 : -1;
+  c.col0 = a.oerc + a.oerc_start[v.c.plane] + (std::int64_t(au) * S + S - 1) * L + s + c.sgn * k0;
+  c.L = L;
   c.vr = v.vr, c.vi = v.vi, c.vr_s = v.vr_s, c.vi_s = v.vi_s;
   return c;
-}
-
-__device__ inline Clipped from_lane(const Clipped& c, int q) {
-  Clipped r;
-  r.base = reinterpret_cast<const float2*>(__shfl_sync(kFull, reinterpret_cast<unsigned long long>(c.base), q));
-  r.k0 = __shfl_sync(kFull, c.k0, q), r.cols = __shfl_sync(kFull, c.cols, q);
-  r.j0 = __shfl_sync(kFull, c.j0, q), r.j1 = __shfl_sync(kFull, c.j1, q);
-  r.cell0 = __shfl_sync(kFull, c.cell0, q);
-  r.off_v = __shfl_sync(kFull, c.off_v, q), r.L = __shfl_sync(kFull, c.L, q), r.sgn = __shfl_sync(kFull, c.sgn, q);
-  r.vr = __shfl_sync(kFull, c.vr, q), r.vi = __shfl_sync(kFull, c.vi, q);
-  r.vr_s = __shfl_sync(kFull, c.vr_s, q), r.vi_s = __shfl_sync(kFull, c.vi_s, q);
-  return r;
 }
 
 // g += (vr + i vi) * k as four FMAs (k conjugated through the signed parts); a zero k leaves g as
@@ -424,6 +410,7 @@ __device__ inline void update(float2& g, const Clipped& v, float2 k) {
 template <int TV>
 __global__ void __launch_bounds__(32 * kUvflowWarps) uvflow_kernel(const UvflowArgs a) {
   extern __shared__ float2 shm[];
+  __shared__ Clipped staged[kUvflowWarps][32];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, o = a.o;
   float2* tile = shm + std::int64_t(warp) * 32 * TV;
   for (int c = lane; c < 32 * TV; c += 32) tile[c] = make_float2(0, 0);
@@ -443,48 +430,50 @@ __global__ void __launch_bounds__(32 * kUvflowWarps) uvflow_kernel(const UvflowA
     for (int chunk = 0; chunk < it.count; chunk += 32) {
       // 32 visibilities loaded and clipped at once, one per lane: their memory latency overlaps.
       const int n = min(32, it.count - chunk);
-      Clipped mine{};
-      if (lane < n) mine = clip(a, a.entries[it.first + chunk + lane], u0, v0, TV);
+      __syncwarp();  // the previous chunk's reads of `staged` are done
+      if (lane < n) staged[warp][lane] = clip(a, a.entries[it.first + chunk + lane], u0, v0, TV);
+      __syncwarp();
       for (int q = 0; q < n; ++q) {
-        const Clipped v = from_lane(mine, q);
-        const int r0 = v.cell0 / 32, c0 = v.cell0 % 32;
-        if (v.cols >= a.register_cols) {
-          const int lc = lane - c0;
-          if (lc >= 0 && lc < v.cols) {
-            const float2* col = v.base + v.sgn * (v.k0 + lc);
-            const int j_at_row0 = v.j0 - r0, r1 = r0 + v.j1 - v.j0;  // tile row r is footprint row r + j_at_row0
-            // Eight rows' kernel values are loaded before any is used, so their latencies overlap.
+        const Clipped v = staged[warp][q];
+        const int cols = v.c1 - v.c0 + 1;
+        if (cols >= a.register_cols) {
+          const int lc = lane - v.c0;
+          if (lc >= 0 && lc < cols) {
+            const float2* col = v.col0 + v.sgn * lc;
+            // Four rows' kernel values are loaded before any is used, so their latencies overlap;
+            // groups outside the footprint are skipped (warp-uniform). Offsets are int (|t| L is
+            // far below 2^31), which keeps the address arithmetic at a few instructions per row.
 #pragma unroll
-            for (int r8 = 0; r8 < TV; r8 += 8) {
-              if (r8 > r1 || r8 + 7 < r0) continue;  // warp-uniform
-              float2 k[8];
+            for (int r4 = 0; r4 < TV; r4 += 4) {
+              if (r4 > v.r1 || r4 + 3 < v.r0) continue;
+              const int t = v.t0 + r4 * o;
+              float2 k[4];
 #pragma unroll
-              for (int r = 0; r < 8; ++r)
-                k[r] = r8 + r >= r0 && r8 + r <= r1 ? col[-std::int64_t(abs(v.off_v + (r8 + r + j_at_row0) * o)) * v.L]
-                                                    : make_float2(0, 0);
+              for (int r = 0; r < 4; ++r)
+                k[r] = r4 + r >= v.r0 && r4 + r <= v.r1 ? __ldg(col - abs(t + r * o) * v.L) : make_float2(0, 0);
 #pragma unroll
-              for (int r = 0; r < 8; ++r) update(acc[r8 + r], v, k[r]);
+              for (int r = 0; r < 4; ++r) update(acc[r4 + r], v, k[r]);
             }
           }
         } else {
           // Lane -> (row within a pass of rows_per_pass rows, column).
-          const int rows_per_pass = 32 / v.cols, lr = lane / v.cols, lc = lane - lr * v.cols;
+          const int rows_per_pass = 32 / cols, lr = lane / cols, lc = lane - lr * cols;
           if (lr < rows_per_pass) {
-            const float2* col = v.base + v.sgn * (v.k0 + lc);
-            float2* cell = tile + v.cell0 + lr * 32 + lc;
+            const float2* col = v.col0 + v.sgn * lc;
+            float2* cell = tile + (v.r0 + lr) * 32 + v.c0 + lc;
             const int step = rows_per_pass * 32;
 #pragma unroll 4
-            for (int j = v.j0 + lr; j <= v.j1; j += rows_per_pass, cell += step) {
+            for (int r = v.r0 + lr; r <= v.r1; r += rows_per_pass, cell += step) {
               float2 g = *cell;
-              update(g, v, col[-std::int64_t(abs(v.off_v + j * o)) * v.L]);
+              update(g, v, __ldg(col - abs(v.t0 + r * o) * v.L));
               *cell = g;
             }
           }
           // Lanes of later visibilities may update the same cells: keep the warp in step.
           __syncwarp();
         }
-        r_lo = min(r_lo, r0), r_hi = max(r_hi, r0 + v.j1 - v.j0);
-        c_lo = min(c_lo, c0), c_hi = max(c_hi, c0 + v.cols - 1);
+        r_lo = min(r_lo, v.r0), r_hi = max(r_hi, v.r1);
+        c_lo = min(c_lo, v.c0), c_hi = max(c_hi, v.c1);
       }
     }
     // Registers into the shared tile (each lane its own column), then the touched box to the grid,
