@@ -363,7 +363,7 @@ StageSpec grid_tiled_spec() {
                .min = 1, .max = 1 << 20,
                .doc = "uvflow: the most entries of one tile a warp grids before writing the tile back; smaller "
                       "splits dense tiles finer, larger writes back less often"},
-              {.name = "register_columns", .type = ParamType::integer, .def = std::int64_t(16), .unit = "cells",
+              {.name = "register_columns", .type = ParamType::integer, .def = std::int64_t(8), .unit = "cells",
                .min = 1, .max = 33,
                .doc = "uvflow: footprints at least this many columns wide (clipped to the tile) are gridded in "
                       "registers, narrower ones in shared memory; 33: all in shared memory"},
