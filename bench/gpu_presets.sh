@@ -8,6 +8,9 @@ cd "$(dirname "$0")/.."
 uvflow=${1:-build/uvflow}
 out=${2:-bench/results/h100.md}
 mkdir -p out
+# The bundle of scripts/gpu_bundle.sh records the commit it was built from.
+bundle_commit=$(dirname "${uvflow%% *}")/COMMIT
+[[ -z ${UVFLOW_COMMIT:-} && -f $bundle_commit ]] && export UVFLOW_COMMIT=$(cat "$bundle_commit")
 declare -A npix=([synthetic]=8332 [el30-56]=15000 [el56-82]=15000 [el82-70]=15000)
 declare -A cell=([synthetic]=20 [el30-56]=1.45 [el56-82]=1.45 [el82-70]=1.45)
 declare -A dpb=([synthetic]=100 [el30-56]=60 [el56-82]=60 [el82-70]=60)

@@ -4,6 +4,7 @@ updates/s and the share of the H100's FP32 FMA ceiling; then the end-to-end run.
 import argparse
 import datetime
 import json
+import os
 import re
 import subprocess
 
@@ -37,7 +38,10 @@ def ms(s):
     return s["device_s"] * 1e3 if s and s["backend"] == "cuda" else (s["wall_s"] * 1e3 if s else float("nan"))
 
 
-commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+# The commit the binaries were built from: scripts/gpu_bundle.sh records it in the bundle (the GPU
+# machine's copy of the tree may have no usable git history).
+commit = os.environ.get("UVFLOW_COMMIT") or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                                                           text=True).stdout.strip()
 print("# GPU gridding benchmark on the H100\n")
 print(f"{datetime.date.today()}, commit {commit or '?'}, {args.device or 'GPU'}; `bench/gpu_presets.sh`. Device times "
       "are CUDA-event intervals around each stage's work on its own stream, summed over blocks. Updates = sum over "

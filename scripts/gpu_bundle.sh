@@ -18,5 +18,7 @@ done
 extra=()
 for so in "$build"/tests/plugins/*.so; do extra+=(-l "$so"); done
 ../shared/tools/bundle-libs.sh -o "$stage/uvflow-gpu" "${extra[@]}" "${bins[@]}"
+# The commit the binaries come from (with -dirty for uncommitted changes), for the benchmark reports.
+git describe --always --dirty --abbrev=7 >"$stage/uvflow-gpu/COMMIT"
 tar czf .gpu/uvflow-gpu.tgz -C "$stage" uvflow-gpu && rm -rf "$stage"
 du -h .gpu/uvflow-gpu.tgz
