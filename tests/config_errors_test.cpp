@@ -100,5 +100,7 @@ TEST(ConfigErrors, ValidPipelinesHaveNone) {
   Registry reg;
   register_builtin_stages(reg);
   for (auto& e : std::filesystem::directory_iterator(test::source_dir() / "pipelines"))
-    if (e.path().extension() == ".yaml") EXPECT_NO_THROW(load_plan(e.path(), {}, reg)) << e.path();
+    if (e.path().extension() == ".yaml") {
+      EXPECT_NO_THROW(load_plan(e.path(), {}, reg)) << e.path();
+    }
 }

@@ -136,7 +136,9 @@ TEST_F(GpuImaging, DirtyImageGpuPipelineMatchesCpuAndCrossesTheBusOnceEachWay) {
     h2d += m.work.bytes_h2d, d2h += m.work.bytes_d2h;
     if (m.type.rfind("transfer.", 0) == 0) ++transfers;
     if (m.id == "grid") blocks = m.items_in;
-    if (m.id == "kernels.kernels.to_device") EXPECT_EQ(m.items_in, 1);
+    if (m.id == "kernels.kernels.to_device") {
+      EXPECT_EQ(m.items_in, 1);
+    }
     if (m.id == "corr.image.to_host") {
       EXPECT_EQ(m.items_in, 1);
       EXPECT_DOUBLE_EQ(m.work.bytes_d2h, 512.0 * 512 * sizeof(float));
@@ -144,7 +146,9 @@ TEST_F(GpuImaging, DirtyImageGpuPipelineMatchesCpuAndCrossesTheBusOnceEachWay) {
   }
   EXPECT_EQ(transfers, 3);
   for (auto& m : r.stages)
-    if (m.id == "vis.vis.to_device") EXPECT_EQ(m.items_in, blocks) << "one upload per visibility block";
+    if (m.id == "vis.vis.to_device") {
+      EXPECT_EQ(m.items_in, blocks) << "one upload per visibility block";
+    }
   EXPECT_DOUBLE_EQ(d2h, 512.0 * 512 * sizeof(float)) << "only the image comes back";
   std::printf("dirty_image_gpu: %.3f s wall (CPU pipeline %.3f s); host->device %.1f MB, device->host %.3f MB\n",
               r.wall_s, rc.wall_s, h2d / 1e6, d2h / 1e6);

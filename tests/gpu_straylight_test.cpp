@@ -295,7 +295,9 @@ TEST_F(StraylightGpuPipelines, MatchesTheCpuPipelineAndCrossesTheBusOnceEachWay)
     for (auto& m : r.stages) {
       if (m.type.rfind("transfer.", 0) == 0) ++transfers;
       h2d += m.work.bytes_h2d, d2h += m.work.bytes_d2h;
-      if (m.id == "gain" || m.id == "convolve") EXPECT_EQ(m.backend, "cuda");
+      if (m.id == "gain" || m.id == "convolve") {
+        EXPECT_EQ(m.backend, "cuda");
+      }
     }
     EXPECT_EQ(transfers, 2) << "one upload before the gain, one download after the convolution";
     EXPECT_DOUBLE_EQ(h2d, 5 * frame_bytes);
@@ -329,9 +331,11 @@ TEST_F(StraylightGpuPipelines, NanFrameFailsTheRunAndWritesNothing) {
       EXPECT_EQ(e.code(), ExitCode::input) << e.what();
       EXPECT_NE(std::string(e.what()).find("frame 2 pixel (x 5, y 7) is NaN"), std::string::npos) << e.what();
     }
-    if (std::filesystem::exists(dir / "out"))
-      for (auto& f : std::filesystem::recursive_directory_iterator(dir / "out"))
+    if (std::filesystem::exists(dir / "out")) {
+      for (auto& f : std::filesystem::recursive_directory_iterator(dir / "out")) {
         EXPECT_FALSE(f.is_regular_file()) << "left behind: " << f.path();
+      }
+    }
   }
 }
 
