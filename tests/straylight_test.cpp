@@ -92,9 +92,7 @@ TEST_P(ConvolveMatchesListing41, EveryMethod) {
   const auto [frame, psf] = test::case_inputs(c, random, rng);
   const ImagePtr direct = convolve(frame, psf, "direct"), fft = convolve(frame, psf, "fft"),
                  automatic = convolve(frame, psf, "auto");
-  // Where the whole reference is too slow, fft is compared with direct on the whole frame.
-  test::expect_listing41(*frame, *psf, {{"direct", direct}, {"fft", fft}, {"auto", automatic}}, rng,
-                         [&] { return direct; });
+  test::expect_listing41(*frame, *psf, {{"direct", direct}, {"fft", fft}, {"auto", automatic}});
   // auto is exactly the method its cost model names.
   const bool picks_direct = psf_convolve::choose_cpu(c.nx, c.ny, c.kx, c.ky) == psf_convolve::Method::direct;
   EXPECT_TRUE(std::equal(automatic->pixels.begin(), automatic->pixels.end(),

@@ -16,27 +16,22 @@ namespace uvflow::test {
 std::vector<double> edge_wrap(Plane in, Plane psf) {
   const int inY = in.ny, inX = in.nx, kY = psf.ny, kX = psf.nx;
   std::vector<double> out(static_cast<size_t>(inX) * inY);
-  // Listing 4.1 with the loops as written; only the rows are shared out between threads.
+  // Listing 4.1 in double: every sum[i][j] takes its terms in the listing's (k, l) order. Only the bookkeeping moves: output row i is
+  // accumulated for all j at once, and the wrapped input row (i + k) mod inY is laid out once,
+  // extended by kX - 1 wrapped columns, so the innermost loop needs no modulo. Rows in parallel.
   tbb::parallel_for(0, inY, [&](int i) {
-    for (int j = 0; j < inX; j++) {
-      double sum = 0;
-      for (int k = 0; k < kY; k++)
-        for (int l = 0; l < kX; l++)
-          sum += double(in.at((j + l) % inX, (i + k) % inY)) * double(psf.at(l, k));
-      out[static_cast<size_t>((i + kY / 2) % inY) * inX + (j + kX / 2) % inX] = sum;
+    std::vector<double> sum(inX, 0.0), row(static_cast<size_t>(inX) + kX - 1);
+    for (int k = 0; k < kY; k++) {
+      for (size_t c = 0; c < row.size(); c++) row[c] = in.at(int(c % inX), (i + k) % inY);
+      for (int l = 0; l < kX; l++) {
+        const double p = psf.at(l, k);
+        const double* r = row.data() + l;
+        for (int j = 0; j < inX; j++) sum[j] += r[j] * p;
+      }
     }
+    for (int j = 0; j < inX; j++) out[static_cast<size_t>((i + kY / 2) % inY) * inX + (j + kX / 2) % inX] = sum[j];
   });
   return out;
-}
-
-double edge_wrap_pixel(Plane in, Plane psf, int x, int y) {
-  const int inY = in.ny, inX = in.nx, kY = psf.ny, kX = psf.nx;
-  // The (i, j) of Listing 4.1 whose sum lands on (x, y).
-  const int i = ((y - kY / 2) % inY + inY) % inY, j = ((x - kX / 2) % inX + inX) % inX;
-  double sum = 0;
-  for (int k = 0; k < kY; k++)
-    for (int l = 0; l < kX; l++) sum += double(in.at((j + l) % inX, (i + k) % inY)) * double(psf.at(l, k));
-  return sum;
 }
 
 double relative_frobenius(const std::vector<double>& a, const std::vector<double>& b) {
@@ -130,30 +125,12 @@ std::pair<ImagePtr, ImagePtr> case_inputs(const ConvolveCase& c, bool random, st
   return {frame, uniform(c.kx, c.ky, rng, 0, 1)};
 }
 
-void expect_listing41(const Image& frame, const Image& psf, const Outputs& outputs, std::mt19937& rng,
-                      const std::function<ImagePtr()>& whole) {
-  const int nx = frame.nx, ny = frame.ny;
+void expect_listing41(const Image& frame, const Image& psf, const Outputs& outputs) {
+  const std::vector<double> ref = edge_wrap(plane(frame), plane(psf));
   for (auto& [name, out] : outputs) {
-    ASSERT_EQ(out->nx, nx) << name;
-    ASSERT_EQ(out->ny, ny) << name;
-  }
-  if (double(nx) * ny * psf.nx * psf.ny <= 1.1e9) {
-    const std::vector<double> ref = edge_wrap(plane(frame), plane(psf));
-    for (auto& [name, out] : outputs) EXPECT_LT(relative_frobenius(as_double(*out), ref), kConvolveTolerance) << name;
-    return;
-  }
-  const ImagePtr w = whole();
-  for (auto& [name, out] : outputs)
-    EXPECT_LT(relative_frobenius(as_double(*out), as_double(*w)), kConvolveTolerance) << name << " on the whole frame";
-  std::vector<std::pair<int, int>> at = {{0, 0}, {nx - 1, 0}, {0, ny - 1}, {nx - 1, ny - 1}};
-  std::uniform_int_distribution<int> x(0, nx - 1), y(0, ny - 1);
-  while (at.size() < 300) at.emplace_back(x(rng), y(rng));
-  std::vector<double> ref;
-  for (auto [px, py] : at) ref.push_back(edge_wrap_pixel(plane(frame), plane(psf), px, py));
-  for (auto& [name, out] : outputs) {
-    std::vector<double> got;
-    for (auto [px, py] : at) got.push_back(out->pixels[std::size_t(py) * nx + px]);
-    EXPECT_LT(relative_frobenius(got, ref), kConvolveTolerance) << name;
+    ASSERT_EQ(out->nx, frame.nx) << name;
+    ASSERT_EQ(out->ny, frame.ny) << name;
+    EXPECT_LT(relative_frobenius(as_double(*out), ref), kConvolveTolerance) << name;
   }
 }
 

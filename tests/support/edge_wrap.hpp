@@ -25,9 +25,6 @@ struct Plane {
 // The whole output of Listing 4.1, out[y][x] at [y * nx + x]; rows are computed in parallel.
 std::vector<double> edge_wrap(Plane in, Plane psf);
 
-// Output pixel (x, y) of the same, for frames too large to compute whole.
-double edge_wrap_pixel(Plane in, Plane psf, int x, int y);
-
 // ||a - b|| / ||b|| over all elements (b: the reference).
 double relative_frobenius(const std::vector<double>& a, const std::vector<double>& b);
 
@@ -72,11 +69,8 @@ std::pair<ImagePtr, ImagePtr> case_inputs(const ConvolveCase& c, bool random, st
 
 using Outputs = std::vector<std::pair<std::string, ImagePtr>>;  // method name, host output
 
-// Expects every output to match Listing 4.1 on (frame, psf) to kConvolveTolerance: on the whole
-// frame when the reference is affordable; otherwise (it would take minutes) on the corners, where
-// both axes wrap, and on random pixels, and on the whole frame against `whole()`, the output of a
-// method tested to match (called only then).
-void expect_listing41(const Image& frame, const Image& psf, const Outputs& outputs, std::mt19937& rng,
-                      const std::function<ImagePtr()>& whole);
+// Expects every output to match Listing 4.1 on (frame, psf), computed whole in double, to
+// kConvolveTolerance.
+void expect_listing41(const Image& frame, const Image& psf, const Outputs& outputs);
 
 }  // namespace uvflow::test
