@@ -88,18 +88,9 @@ class ConvolveCudaMatchesListing41 : public ::testing::TestWithParam<std::tuple<
 
 TEST_P(ConvolveCudaMatchesListing41, EveryMethod) {
   const auto [c, random] = GetParam();
-  const unsigned seed = std::random_device{}();
-  SCOPED_TRACE(random ? "random inputs, seed " + std::to_string(seed) : std::string("fixed inputs"));
-  if (random) std::printf("seed %u\n", seed);
-  std::mt19937 rng(seed);
-  const auto [frame, psf] = test::case_inputs(c, random, rng);
-  const ImagePtr direct = convolve_cuda(frame, psf, "direct"), fft = convolve_cuda(frame, psf, "fft"),
-                 automatic = convolve_cuda(frame, psf, "auto");
-  test::expect_listing41(*frame, *psf, {{"cuda direct", direct}, {"cuda fft", fft}, {"cuda auto", automatic}});
-  // auto is exactly the method its cost model names.
-  const bool picks_direct = psf_convolve::choose_cuda(c.nx, c.ny, c.kx, c.ky) == psf_convolve::Method::direct;
-  EXPECT_TRUE(std::equal(automatic->pixels.begin(), automatic->pixels.end(),
-                         (picks_direct ? direct : fft)->pixels.begin()));
+  test::expect_every_method(c, random, "cuda",
+                            [](const ImagePtr& f, const ImagePtr& p, const std::string& m) { return convolve_cuda(f, p, m); },
+                            psf_convolve::choose_cuda(c.nx, c.ny, c.kx, c.ky) == psf_convolve::Method::direct);
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, ConvolveCudaMatchesListing41,

@@ -86,17 +86,8 @@ class ConvolveMatchesListing41 : public ::testing::TestWithParam<std::tuple<test
 
 TEST_P(ConvolveMatchesListing41, EveryMethod) {
   const auto [c, random] = GetParam();
-  const unsigned seed = std::random_device{}();
-  SCOPED_TRACE(random ? "random inputs, seed " + std::to_string(seed) : std::string("fixed inputs"));
-  std::mt19937 rng(seed);
-  const auto [frame, psf] = test::case_inputs(c, random, rng);
-  const ImagePtr direct = convolve(frame, psf, "direct"), fft = convolve(frame, psf, "fft"),
-                 automatic = convolve(frame, psf, "auto");
-  test::expect_listing41(*frame, *psf, {{"direct", direct}, {"fft", fft}, {"auto", automatic}});
-  // auto is exactly the method its cost model names.
-  const bool picks_direct = psf_convolve::choose_cpu(c.nx, c.ny, c.kx, c.ky) == psf_convolve::Method::direct;
-  EXPECT_TRUE(std::equal(automatic->pixels.begin(), automatic->pixels.end(),
-                         (picks_direct ? direct : fft)->pixels.begin()));
+  test::expect_every_method(c, random, "cpu", convolve,
+                            psf_convolve::choose_cpu(c.nx, c.ny, c.kx, c.ky) == psf_convolve::Method::direct);
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, ConvolveMatchesListing41,

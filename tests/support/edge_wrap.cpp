@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "runtime/error.hpp"
 #include "runtime/harness.hpp"
@@ -132,6 +133,22 @@ void expect_listing41(const Image& frame, const Image& psf, const Outputs& outpu
     ASSERT_EQ(out->ny, frame.ny) << name;
     EXPECT_LT(relative_frobenius(as_double(*out), ref), kConvolveTolerance) << name;
   }
+}
+
+void expect_every_method(const ConvolveCase& c, bool random, const std::string& backend, const Convolve& convolve,
+                         bool auto_picks_direct) {
+  const unsigned seed = std::random_device{}();
+  SCOPED_TRACE(random ? "random inputs, seed " + std::to_string(seed) : std::string("fixed inputs"));
+  if (random) std::printf("seed %u\n", seed);
+  std::mt19937 rng(seed);
+  const auto [frame, psf] = case_inputs(c, random, rng);
+  const ImagePtr direct = convolve(frame, psf, "direct"), fft = convolve(frame, psf, "fft"),
+                 automatic = convolve(frame, psf, "auto");
+  expect_listing41(*frame, *psf,
+                   {{backend + " direct", direct}, {backend + " fft", fft}, {backend + " auto", automatic}});
+  EXPECT_TRUE(std::equal(automatic->pixels.begin(), automatic->pixels.end(),
+                         (auto_picks_direct ? direct : fft)->pixels.begin()))
+      << backend << " auto is not the method its cost model names";
 }
 
 }  // namespace uvflow::test

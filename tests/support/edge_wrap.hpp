@@ -73,4 +73,11 @@ using Outputs = std::vector<std::pair<std::string, ImagePtr>>;  // method name, 
 // kConvolveTolerance.
 void expect_listing41(const Image& frame, const Image& psf, const Outputs& outputs);
 
+// One accuracy case for one backend: `convolve(frame, psf, method)` for direct, fft and auto on the
+// case's fixed or fresh random inputs (the seed is printed), each matching Listing 4.1, and auto
+// bit for bit the method its cost model names.
+using Convolve = std::function<ImagePtr(const ImagePtr& frame, const ImagePtr& psf, const std::string& method)>;
+void expect_every_method(const ConvolveCase& c, bool random, const std::string& backend, const Convolve& convolve,
+                         bool auto_picks_direct);
+
 }  // namespace uvflow::test
