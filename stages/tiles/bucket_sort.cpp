@@ -26,16 +26,10 @@ class BucketSort : public Stage {
   void process(Context& ctx) override {
     auto vis = ctx.in<VisBlock>("vis");
     auto counts = ctx.in<TileCounts>("counts");
-    check_placed(*vis);
+    bucket_sort::check_inputs(*vis, *counts);
     const std::string block = "block " + std::to_string(vis->index);
-    if (counts->index != vis->index)
-      throw InputError("tile counts of block " + std::to_string(counts->index) + " joined with " + block);
     const TileLayout& l = counts->layout;
     const std::size_t tiles = std::size_t(l.count()), n = vis->size();
-    if (counts->counts.size() != tiles)
-      throw InputError(block + ": tile counts hold " + std::to_string(counts->counts.size()) + " values for " +
-                       std::to_string(tiles) + " tiles");
-    if (n > std::size_t(INT32_MAX)) throw InputError(block + ": more than 2^31 visibilities in one block");
 
     auto out = std::make_shared<TileBuckets>();
     out->index = vis->index;
@@ -97,6 +91,18 @@ class BucketSort : public Stage {
 };
 
 }  // namespace
+
+void bucket_sort::check_inputs(const VisBlock& vis, const TileCounts& counts) {
+  check_placed(vis);
+  const std::string block = "block " + std::to_string(vis.index);
+  if (counts.index != vis.index)
+    throw InputError("tile counts of block " + std::to_string(counts.index) + " joined with " + block);
+  const std::size_t tiles = std::size_t(counts.layout.count());
+  if (counts.counts.size() != tiles)
+    throw InputError(block + ": tile counts hold " + std::to_string(counts.counts.size()) + " values for " +
+                     std::to_string(tiles) + " tiles");
+  if (vis.size() > std::size_t(INT32_MAX)) throw InputError(block + ": more than 2^31 visibilities in one block");
+}
 
 StageSpec tiles_bucket_sort_spec() {
   StageSpec s;

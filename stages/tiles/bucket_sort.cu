@@ -52,16 +52,10 @@ class BucketSortCuda final : public Stage {
   void process(Context& ctx) override {
     auto vis = ctx.in<VisBlock>("vis");
     auto counts = ctx.in<TileCounts>("counts");
-    check_placed(*vis);
+    bucket_sort::check_inputs(*vis, *counts);
     const std::string block = "block " + std::to_string(vis->index);
-    if (counts->index != vis->index)
-      throw InputError("tile counts of block " + std::to_string(counts->index) + " joined with " + block);
     const TileLayout& l = counts->layout;
     const int tiles = l.count();
-    if (counts->counts.size() != std::size_t(tiles))
-      throw InputError(block + ": tile counts hold " + std::to_string(counts->counts.size()) + " values for " +
-                       std::to_string(tiles) + " tiles");
-    if (vis->size() > std::size_t(INT_MAX)) throw InputError(block + ": more than 2^31 visibilities in one block");
     if (vis->max_support < 0) throw InputError(block + ": max_support is " + std::to_string(vis->max_support));
     check_on_device(vis->coords, block + " coords");
     check_on_device(counts->counts, block + " tile counts");
