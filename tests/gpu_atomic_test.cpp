@@ -12,6 +12,7 @@
 
 #include "stages/grid/atomic.hpp"
 #include "tests/support/grid_cases.hpp"
+#include "tests/support/gpu_test.hpp"
 
 using namespace uvflow;
 using namespace uvflow::test;
@@ -22,29 +23,17 @@ using Blocks = std::vector<std::shared_ptr<const VisBlock>>;
 
 std::vector<std::uint64_t> seeds() { return {20240611ULL, std::random_device{}()}; }
 
-class GridAtomicGpu : public ::testing::Test {
+class GridAtomicGpu : public test::GpuTest {
  protected:
-  void SetUp() override {
-    if (device::count() == 0) GTEST_SKIP() << "no CUDA device";
-    stream_ = device::Stream::create();
-  }
-
-  template <class T>
-  std::shared_ptr<const T> upload(const std::shared_ptr<const T>& p) {
-    return std::static_pointer_cast<const T>(p->moved_to(Location::device, stream_, false));
-  }
-
   // Runs the cuda backend on device copies of the inputs; returns its grid, downloaded, and work.
   GridRun grid_cuda(const std::shared_ptr<const KernelStack>& ks, const Blocks& blocks) {
     Blocks on_device;
-    for (auto& b : blocks) on_device.push_back(upload(b));
-    auto dks = upload(ks);
-    stream_.synchronize();  // the harness's stream does not wait on this one
+    for (auto& b : blocks) on_device.push_back(moved(b, Location::device));
+    auto dks = moved(ks, Location::device);
     const GridRun run = run_gridder(grid_atomic_spec(), "cuda", dks, on_device);
     EXPECT_EQ(run.grid->cells.location(), Location::device);
     EXPECT_EQ(run.grid->totals.location(), Location::device);
-    auto host = std::static_pointer_cast<const Grid>(run.grid->moved_to(Location::host, stream_, false));
-    stream_.synchronize();
+    auto host = moved(std::shared_ptr<const Grid>(run.grid), Location::host);
     return {host, run.work};
   }
 
@@ -62,7 +51,6 @@ class GridAtomicGpu : public ::testing::Test {
     return gpu;
   }
 
-  device::Stream stream_;
 };
 
 }  // namespace

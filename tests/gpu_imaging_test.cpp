@@ -16,24 +16,13 @@
 #include "tests/support/fits_read.hpp"
 #include "tests/support/source_dir.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/gpu_test.hpp"
 
 using namespace uvflow;
 
 namespace {
 
-class GpuImaging : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (device::count() == 0) GTEST_SKIP() << "no CUDA device";
-    stream_ = device::Stream::create();
-  }
-  std::shared_ptr<const Payload> to(Location l, const std::shared_ptr<const Payload>& p) {
-    auto out = p->moved_to(l, stream_, false);
-    stream_.synchronize();
-    return out;
-  }
-  device::Stream stream_;
-};
+class GpuImaging : public test::GpuTest {};
 
 double relative_frobenius(const Array<float>& a, const Array<float>& ref) {
   double d = 0, r = 0;
@@ -72,11 +61,11 @@ TEST_F(GpuImaging, GridToImageMatchesCpu) {
     cpu.set_input("grid", grid);
     cpu.process();
     StageHarness gpu(fft_grid_to_image_spec(), "cuda");
-    gpu.set_input("grid", to(Location::device, grid));
+    gpu.set_input("grid", moved(std::shared_ptr<const Grid>(grid), Location::device));
     gpu.process();
     auto out = gpu.output<Image>("image");
     EXPECT_EQ(out->pixels.location(), Location::device);
-    auto host = std::static_pointer_cast<const Image>(to(Location::host, out));
+    auto host = moved(std::shared_ptr<const Image>(out), Location::host);
     EXPECT_LT(relative_frobenius(host->pixels, cpu.output<Image>("image")->pixels), 1e-5);
     EXPECT_TRUE(host->wcs.has_value());
   }
@@ -97,10 +86,10 @@ TEST_F(GpuImaging, GridCorrectMatchesCpu) {
     cpu.set_input("kernels", ks);
     cpu.process();
     StageHarness gpu(image_grid_correct_spec(), "cuda", {{"table_correction", std::string(table)}});
-    gpu.set_input("image", to(Location::device, img));
+    gpu.set_input("image", moved(std::shared_ptr<const Image>(img), Location::device));
     gpu.set_input("kernels", ks);  // only its geometry is read: no arrays to move
     gpu.process();
-    auto host = std::static_pointer_cast<const Image>(to(Location::host, gpu.output<Image>("image")));
+    auto host = moved(gpu.output<Image>("image"), Location::host);
     EXPECT_LT(relative_frobenius(host->pixels, cpu.output<Image>("image")->pixels), 1e-6);
   }
 }

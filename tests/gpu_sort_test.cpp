@@ -21,6 +21,7 @@
 #include "stages/uvw/bounding_box.hpp"
 #include "stages/uvw/w_sort.hpp"
 #include "tests/support/grid_cases.hpp"
+#include "tests/support/gpu_test.hpp"
 
 using namespace uvflow;
 using namespace uvflow::test;
@@ -104,20 +105,8 @@ struct Sorted {
   std::shared_ptr<const TileBuckets> buckets;
 };
 
-class GpuSort : public ::testing::Test {
+class GpuSort : public test::GpuTest {
  protected:
-  void SetUp() override {
-    if (device::count() == 0) GTEST_SKIP() << "no CUDA device";
-    stream_ = device::Stream::create();
-  }
-
-  template <class T>
-  std::shared_ptr<const T> to(Location l, const std::shared_ptr<const T>& p) {
-    auto out = std::static_pointer_cast<const T>(p->moved_to(l, stream_, false));
-    stream_.synchronize();
-    return out;
-  }
-
   // The chain of one backend over `blocks` (at that backend's side). The cuda outputs are checked
   // to be device-resident, then downloaded.
   std::vector<Sorted> chain(const std::string& backend, std::shared_ptr<const KernelStack> ks, const Blocks& blocks,
@@ -145,8 +134,8 @@ class GpuSort : public ::testing::Test {
         expect_on_device(*s.counts, at + ", tiles.count");
         expect_on_device(*s.buckets, at + ", tiles.bucket_sort");
         EXPECT_EQ(s.buckets->vis.coords.data(), s.placed->coords.data()) << at << ": the buckets hold the placed block";
-        s = {to(Location::host, s.placed), to(Location::host, s.box), to(Location::host, s.counts),
-             to(Location::host, s.buckets)};
+        s = {moved(s.placed, Location::host), moved(s.box, Location::host), moved(s.counts, Location::host),
+             moved(s.buckets, Location::host)};
       }
       out.push_back(s);
     }
@@ -155,11 +144,10 @@ class GpuSort : public ::testing::Test {
 
   Blocks upload(const Blocks& blocks) {
     Blocks out;
-    for (auto& b : blocks) out.push_back(to(Location::device, b));
+    for (auto& b : blocks) out.push_back(moved(b, Location::device));
     return out;
   }
 
-  device::Stream stream_;
 };
 
 // The cpu and cuda inputs of a test: a mixed block (with `skipped` already set, to see it carried),
@@ -318,7 +306,7 @@ TEST_F(GpuSort, WSortMatchesCpu) {
       const Inputs in = inputs(rng, *ks, sh.vis);
       StageHarness cpu(uvw_w_sort_spec(), "cpu"), gpu(uvw_w_sort_spec(), "cuda");
       cpu.set_input("kernels", ks);
-      gpu.set_input("kernels", to(Location::device, std::shared_ptr<const KernelStack>(ks)));
+      gpu.set_input("kernels", moved(std::shared_ptr<const KernelStack>(ks), Location::device));
       const Blocks on_device = upload(in.cuda);
       for (std::size_t b = 0; b < in.cpu.size(); ++b) {
         SCOPED_TRACE("block " + std::to_string(b));
@@ -326,7 +314,7 @@ TEST_F(GpuSort, WSortMatchesCpu) {
         gpu.process({{"vis", on_device[b]}});
         auto out = gpu.output<VisBlock>("vis", b);
         expect_on_device(*out, "uvw.w_sort");
-        expect_w_sort_matches(*to(Location::host, out), *cpu.output<VisBlock>("vis", b), *in.cuda[b], *ks, in.bad[b]);
+        expect_w_sort_matches(*moved(out, Location::host), *cpu.output<VisBlock>("vis", b), *in.cuda[b], *ks, in.bad[b]);
       }
       EXPECT_EQ(gpu.work().visibilities, cpu.work().visibilities + 5);  // the non-finite ones
     }
@@ -341,7 +329,7 @@ TEST_F(GpuSort, BoxCountsAndBucketsMatchCpu) {
       SCOPED_TRACE(sh.str());
       auto ks = random_kernel_stack(rng, sh.planes, sh.max_support, sh.oversample, sh.grid_size);
       const Inputs in = inputs(rng, *ks, sh.vis);
-      auto dks = to(Location::device, std::shared_ptr<const KernelStack>(ks));
+      auto dks = moved(std::shared_ptr<const KernelStack>(ks), Location::device);
       const Blocks on_device = upload(in.cuda);
       for (const Tiles& t : sh.tilings) {
         SCOPED_TRACE(t.str());
@@ -371,7 +359,7 @@ TEST_F(GpuSort, DeviceChainGridsLikeCpuChain) {
       const Inputs in = inputs(rng, *ks, sh.vis);
       const Tiles t = sh.tilings.back();
       const auto cpu = chain("cpu", ks, in.cpu, t);
-      const auto gpu = chain("cuda", to(Location::device, std::shared_ptr<const KernelStack>(ks)), upload(in.cuda), t);
+      const auto gpu = chain("cuda", moved(std::shared_ptr<const KernelStack>(ks), Location::device), upload(in.cuda), t);
       auto grid = [&](const std::vector<Sorted>& sorted) {
         StageHarness h(grid_tiled_spec(), "cpu", {{"central_box", std::int64_t(2)}});
         h.set_input("kernels", ks);
@@ -395,17 +383,17 @@ TEST_F(GpuSort, DeviceChainGridsLikeCpuChain) {
 TEST_F(GpuSort, MismatchedOrHostInputsAreRejected) {
   std::mt19937_64 rng(3);
   auto ks = random_kernel_stack(rng, 4, 4, 4, 64);
-  auto dks = to(Location::device, std::shared_ptr<const KernelStack>(ks));
+  auto dks = moved(std::shared_ptr<const KernelStack>(ks), Location::device);
   const Blocks blocks =
       upload({make_block(*ks, random_vis(rng, *ks, 500), 0), make_block(*ks, random_vis(rng, *ks, 500), 1)});
   const auto a = chain("cuda", dks, {blocks[0]}, {16, 16});
   const auto b = chain("cuda", dks, {blocks[1]}, {16, 16});
   // chain() downloads; the stages need device inputs.
-  auto placed = to(Location::device, a[0].placed);
+  auto placed = moved(a[0].placed, Location::device);
   StageHarness count(tiles_count_spec(), "cuda", {{"tile_u", std::int64_t(16)}, {"tile_v", std::int64_t(16)}});
-  EXPECT_THROW(count.process({{"vis", placed}, {"box", to(Location::device, b[0].box)}}), InputError);
+  EXPECT_THROW(count.process({{"vis", placed}, {"box", moved(b[0].box, Location::device)}}), InputError);
   StageHarness bucket(tiles_bucket_sort_spec(), "cuda");
-  EXPECT_THROW(bucket.process({{"vis", placed}, {"counts", to(Location::device, b[0].counts)}}), InputError);
+  EXPECT_THROW(bucket.process({{"vis", placed}, {"counts", moved(b[0].counts, Location::device)}}), InputError);
   StageHarness box(uvw_bounding_box_spec(), "cuda");
   EXPECT_THROW(box.process({{"vis", blocks[0]}}), InputError);  // not placed
   EXPECT_THROW(box.process({{"vis", a[0].placed}}), std::logic_error);  // on the host

@@ -15,6 +15,7 @@
 #include "stages/uvw/w_sort.hpp"
 #include "tests/support/grid_cases.hpp"
 #include "tests/support/reference_gridder.hpp"
+#include "tests/support/gpu_test.hpp"
 
 using namespace uvflow;
 using namespace uvflow::test;
@@ -31,20 +32,8 @@ struct Variant {
 const Variant kVariants[] = {{"uvflow", 32, 32},     {"uvflow", 32, 16}, {"uvflow", 32, 16, 1},
                              {"uvflow", 32, 32, 33}, {"nvidia", 32, 16}, {"nag", 32, 32}};
 
-class GridTiledGpu : public ::testing::Test {
+class GridTiledGpu : public test::GpuTest {
  protected:
-  void SetUp() override {
-    if (device::count() == 0) GTEST_SKIP() << "no CUDA device";
-    stream_ = device::Stream::create();
-  }
-
-  template <class T>
-  std::shared_ptr<const T> moved(const std::shared_ptr<const T>& p, Location to) {
-    auto out = std::static_pointer_cast<const T>(p->moved_to(to, stream_, false));
-    stream_.synchronize();  // the harnesses' streams do not wait on this one
-    return out;
-  }
-
   // The whole device chain into the cuda gridder; the grid comes back to the host.
   GridRun grid_on_device(const std::shared_ptr<const KernelStack>& ks, const Blocks& blocks, const Variant& v) {
     auto dks = moved(std::shared_ptr<const KernelStack>(ks), Location::device);
@@ -85,7 +74,6 @@ class GridTiledGpu : public ::testing::Test {
     }
   }
 
-  device::Stream stream_;
 };
 
 std::vector<std::uint64_t> seeds() { return {20261122ULL, std::random_device{}()}; }

@@ -20,6 +20,7 @@
 #include "tests/support/fits_read.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/weighting_cases.hpp"
+#include "tests/support/gpu_test.hpp"
 
 using namespace uvflow;
 using namespace uvflow::test;
@@ -30,19 +31,8 @@ using Blocks = std::vector<std::shared_ptr<const VisBlock>>;
 
 std::vector<std::uint64_t> seeds() { return {20240917ULL, std::random_device{}()}; }
 
-class WeightingGpu : public ::testing::Test {
+class WeightingGpu : public test::GpuTest {
  protected:
-  void SetUp() override {
-    if (device::count() == 0) GTEST_SKIP() << "no CUDA device";
-    stream_ = device::Stream::create();
-  }
-
-  template <class T>
-  std::shared_ptr<const T> moved(const std::shared_ptr<const T>& p, Location to) {
-    auto m = std::static_pointer_cast<const T>(p->moved_to(to, stream_, false));
-    stream_.synchronize();  // the harness's stream does not wait on this one
-    return m;
-  }
   Blocks uploaded(const Blocks& blocks) {
     Blocks out;
     for (auto& b : blocks) out.push_back(moved(b, Location::device));
@@ -69,7 +59,6 @@ class WeightingGpu : public ::testing::Test {
     return out;
   }
 
-  device::Stream stream_;
 };
 
 }  // namespace
