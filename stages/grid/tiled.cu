@@ -118,20 +118,25 @@ __global__ void totals_kernel(const GridCoord* coords, const float* weight, std:
   }
 }
 
-// ---------------------------------------------------------------- nvidia
-
-struct NvidiaArgs {
+// What every variant reads of the placed block and writes to: the tiling, the oversampling, the
+// block's columns and the grid. Each variant's arguments extend it.
+struct BlockArgs {
   TileGeometry t;
   int o;
   const GridCoord* coords;
   const float2* vis;
   const float* weight;
+  float2* grid;
+};
+
+// ---------------------------------------------------------------- nvidia
+
+struct NvidiaArgs : BlockArgs {
   const std::int32_t* entries;
   const std::int32_t* entry_tile;
   const std::int64_t* total;  // offsets[count()]: entries in the block
   const std::int64_t* oerc_start;
   const float2* oerc;
-  float2* grid;
   unsigned long long* next_chunk;
 };
 
@@ -199,18 +204,12 @@ __global__ void __launch_bounds__(32) nvidia_kernel(const NvidiaArgs a) {
 
 // ---------------------------------------------------------------- nag
 
-struct NagArgs {
-  TileGeometry t;
-  int o;
-  const GridCoord* coords;
-  const float2* vis;
-  const float* weight;
+struct NagArgs : BlockArgs {
   const std::int64_t* offsets;
   const std::int32_t* entries;
   const std::int32_t* active;  // [tu0, tu1, tv0, tv1]
   const std::int64_t* quarter_start;
   const float2* nag;
-  float2* grid;
   int central_radius;  // tiles around the centre tile processed with more blocks per tile
   int blocks_per_tile, blocks_per_central_tile;
   unsigned long long* next_unit;
@@ -346,19 +345,13 @@ __global__ void item_keys(const Item* items, const std::int32_t* n_items, const 
   }
 }
 
-struct UvflowArgs {
-  TileGeometry t;
-  int o;
-  const GridCoord* coords;
-  const float2* vis;
-  const float* weight;
+struct UvflowArgs : BlockArgs {
   const std::int32_t* entries;
   const Item* items;
   const std::int32_t* order;  // items in schedule order
   const std::int32_t* n_items;
   const std::int64_t* oerc_start;
   const float2* oerc;
-  float2* grid;
   unsigned long long* next_item;
   int register_cols;  // footprints at least this wide (in the tile) are gridded in registers
 };
@@ -560,21 +553,21 @@ class TiledCuda final : public Stage {
     const TileGeometry t{l.tile_u, l.tile_v, l.origin_u, l.origin_v, l.ntiles_u, l.ntiles_v, ks->geom.grid_size};
     auto counter = Array<unsigned long long>::device(1, stream);
     device::memset_zero(counter.data(), counter.bytes(), stream);
-    auto* grid = reinterpret_cast<float2*>(grid_->cells.data());
+    const BlockArgs block{t, ks->oversample, coords, val, weight, reinterpret_cast<float2*>(grid_->cells.data())};
     const auto* oerc = reinterpret_cast<const float2*>(ks->oerc.data());
     if (variant_ == "nvidia") {
-      const NvidiaArgs a{t, ks->oversample, coords, val, weight, b->entries.data(), b->entry_tile.data(),
-                         b->offsets.data() + l.count(), ks->oerc_start.data(), oerc, grid, counter.data()};
+      const NvidiaArgs a{block, b->entries.data(), b->entry_tile.data(), b->offsets.data() + l.count(),
+                         ks->oerc_start.data(), oerc, counter.data()};
       nvidia_kernel<<<10000, 32, 0, s>>>(a);  // the memo's 10000 dynamic blocks
       device::check_launch("grid.tiled: nvidia_kernel");
     } else if (variant_ == "nag") {
-      const NagArgs a{t, ks->oversample, coords, val, weight, b->offsets.data(), b->entries.data(), b->active.data(),
-                      ks->quarter_start.data(), reinterpret_cast<const float2*>(ks->nag.data()), grid, central_box_,
-                      nag_blocks_, nag_central_blocks_, counter.data()};
+      const NagArgs a{block, b->offsets.data(), b->entries.data(), b->active.data(), ks->quarter_start.data(),
+                      reinterpret_cast<const float2*>(ks->nag.data()), central_box_, nag_blocks_, nag_central_blocks_,
+                      counter.data()};
       nag_kernel<<<8 * sms_, dim3(32, 2), kNagShm * 2 * 32 * sizeof(float2), s>>>(a);
       device::check_launch("grid.tiled: nag_kernel");
     } else {
-      grid_uvflow(*b, *ks, t, counter, ctx);
+      grid_uvflow(block, *b, *ks, counter, ctx);
     }
     counter.storage()->set_last_writer(stream.record());
   }
@@ -599,7 +592,7 @@ class TiledCuda final : public Stage {
     ctx.add_work_on_device(work_);
   }
 
-  void grid_uvflow(const TileBuckets& b, const KernelStack& ks, const TileGeometry& t,
+  void grid_uvflow(const BlockArgs& block, const TileBuckets& b, const KernelStack& ks,
                    Array<unsigned long long>& counter, Context& ctx) {
     const device::Stream& stream = ctx.stream();
     auto s = static_cast<cudaStream_t>(stream.native());
@@ -642,18 +635,13 @@ class TiledCuda final : public Stage {
     check(cub::DeviceRadixSort::SortPairs(sort_temp.data(), sort_bytes, keys.data(), keys_sorted.data(), unsorted.data(),
                                           order.data(), max_items, 0, end_bit, s),
           "cub::DeviceRadixSort::SortPairs");
-    const UvflowArgs a{t,
-                       ks.oversample,
-                       b.vis.coords.data(),
-                       reinterpret_cast<const float2*>(b.vis.vis.data()),
-                       b.vis.weight.data(),
+    const UvflowArgs a{block,
                        b.entries.data(),
                        items.data(),
                        order.data(),
                        n_items.data(),
                        ks.oerc_start.data(),
                        reinterpret_cast<const float2*>(ks.oerc.data()),
-                       reinterpret_cast<float2*>(grid_->cells.data()),
                        counter.data(),
                        register_cols_};
     const int shm = kUvflowWarps * 32 * l.tile_v * int(sizeof(float2));
