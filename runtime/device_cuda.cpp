@@ -1,19 +1,19 @@
 // CUDA implementation of runtime/device.hpp (compiled only when uvflow is built with CUDA).
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <mutex>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "runtime/device.hpp"
+#include "runtime/cuda_check.hpp"
 
 namespace uvflow::device {
 namespace {
 
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess)
-    throw std::runtime_error(std::string("CUDA error in ") + what + ": " + cudaGetErrorString(e));
-}
+void check(cudaError_t e, const char* what) { device::check(e, "CUDA", what); }
 
 cudaStream_t raw(const Stream& s) { return static_cast<cudaStream_t>(s.native()); }
 
@@ -155,5 +155,18 @@ void reserve_pool(std::size_t bytes) {
 }
 
 void check_launch(const char* what) { check(cudaGetLastError(), what); }
+
+void check(cudaError_t e, const char* who, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string(who) + ": " + what + ": " + cudaGetErrorString(e));
+}
+
+int resident_blocks(const void* kernel, int threads, std::size_t dynamic_shm) {
+  int dev = 0, sms = 0, per_sm = 0;
+  check(cudaGetDevice(&dev), "cudaGetDevice");
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute");
+  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, dynamic_shm),
+        "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+  return std::max(1, sms * per_sm);
+}
 
 }  // namespace uvflow::device

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "runtime/cuda_check.hpp"
 #include "stages/grid/atomic.hpp"
 #include "stages/uvw/placement.hpp"
 
@@ -82,22 +83,14 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock) grid_atomic_kernel(cons
   }
 }
 
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess)
-    throw std::runtime_error(std::string("grid.atomic (cuda): ") + what + ": " + cudaGetErrorString(e));
-}
+void check(cudaError_t e, const char* what) { device::check(e, "grid.atomic (cuda)", what); }
 
 class AtomicCuda final : public Stage {
  public:
   void prepare(PrepareContext& pc) override {
     if (pc.dry_run) return;
     // Enough blocks to fill every SM once; the grid-stride loop covers larger blocks.
-    int dev = 0, sms = 0, per_sm = 0;
-    check(cudaGetDevice(&dev), "cudaGetDevice");
-    check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute");
-    check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, grid_atomic_kernel, kWarp * kWarpsPerBlock, 0),
-          "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-    max_blocks_ = std::max(1, sms * per_sm);
+    max_blocks_ = device::resident_blocks(reinterpret_cast<const void*>(grid_atomic_kernel), kWarp * kWarpsPerBlock);
   }
 
   void process(Context& ctx) override {

@@ -28,6 +28,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "runtime/cuda_check.hpp"
 #include "runtime/payloads/kernels.hpp"
 #include "runtime/payloads/tiles.hpp"
 #include "stages/grid/tiled.hpp"
@@ -503,9 +504,7 @@ __global__ void __launch_bounds__(32 * kUvflowWarps) uvflow_kernel(const UvflowA
 
 // ---------------------------------------------------------------- the stage
 
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string("grid.tiled (cuda): ") + what + ": " + cudaGetErrorString(e));
-}
+void check(cudaError_t e, const char* what) { device::check(e, "grid.tiled (cuda)", what); }
 
 class TiledCuda final : public Stage {
  public:
@@ -646,10 +645,8 @@ class TiledCuda final : public Stage {
                        register_cols_};
     const int shm = kUvflowWarps * 32 * l.tile_v * int(sizeof(float2));
     const auto kernel = l.tile_v == 16 ? uvflow_kernel<16> : uvflow_kernel<32>;
-    int per_sm = 0;
-    check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 32 * kUvflowWarps, shm),
-          "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-    kernel<<<std::max(1, per_sm) * sms_, 32 * kUvflowWarps, shm, s>>>(a);
+    kernel<<<device::resident_blocks(reinterpret_cast<const void*>(kernel), 32 * kUvflowWarps, shm), 32 * kUvflowWarps,
+             shm, s>>>(a);
     device::check_launch("grid.tiled: uvflow_kernel");
     const device::Event done = stream.record();
     for (ArrayBase* x : std::initializer_list<ArrayBase*>{&items_per_tile, &first_item, &items, &n_items, &temp, &keys,

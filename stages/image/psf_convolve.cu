@@ -29,6 +29,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "runtime/cuda_check.hpp"
 #include "stages/image/psf_convolve.hpp"
 
 namespace uvflow {
@@ -36,10 +37,7 @@ namespace {
 
 using psf_convolve::Method;
 
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess)
-    throw std::runtime_error(std::string("image.psf_convolve (cuda): ") + what + ": " + cudaGetErrorString(e));
-}
+void check(cudaError_t e, const char* what) { device::check(e, "image.psf_convolve (cuda)", what); }
 
 void check_cufft(cufftResult r, const char* what) {
   if (r != CUFFT_SUCCESS)

@@ -10,6 +10,7 @@
 #include <cub/device/device_scan.cuh>
 #include <string>
 
+#include "runtime/cuda_check.hpp"
 #include "runtime/error.hpp"
 #include "stages/tiles/bucket_sort.hpp"
 #include "stages/tiles/count.hpp"
@@ -42,10 +43,7 @@ __global__ void scatter(const TileLayout l, const GridCoord* coords, int n, cons
   });
 }
 
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess)
-    throw std::runtime_error(std::string("tiles.bucket_sort (cuda): ") + what + ": " + cudaGetErrorString(e));
-}
+void check(cudaError_t e, const char* what) { device::check(e, "tiles.bucket_sort (cuda)", what); }
 
 class BucketSortCuda final : public Stage {
  public:

@@ -9,6 +9,7 @@
 #include <cub/device/device_radix_sort.cuh>
 #include <string>
 
+#include "runtime/cuda_check.hpp"
 #include "runtime/error.hpp"
 #include "stages/uvw/w_sort.hpp"
 
@@ -57,10 +58,7 @@ __global__ void gather(const Placement p, const std::int32_t* support, const std
   out.coords[d] = c;
 }
 
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess)
-    throw std::runtime_error(std::string("uvw.w_sort (cuda): ") + what + ": " + cudaGetErrorString(e));
-}
+void check(cudaError_t e, const char* what) { device::check(e, "uvw.w_sort (cuda)", what); }
 
 class WSortCuda final : public Stage {
  public:

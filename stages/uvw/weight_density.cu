@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "runtime/cuda_check.hpp"
 #include "runtime/error.hpp"
 #include "stages/uvw/weight_density.hpp"
 
@@ -51,10 +52,7 @@ __global__ void __launch_bounds__(kThreads) sum_of_squares(const double* cells, 
   block_add(sum, out);
 }
 
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess)
-    throw std::runtime_error(std::string("uvw.weight_density (cuda): ") + what + ": " + cudaGetErrorString(e));
-}
+void check(cudaError_t e, const char* what) { device::check(e, "uvw.weight_density (cuda)", what); }
 
 class WeightDensityCuda final : public Stage {
  public:
@@ -62,12 +60,7 @@ class WeightDensityCuda final : public Stage {
 
   void prepare(PrepareContext& pc) override {
     if (pc.dry_run) return;
-    int dev = 0, sms = 0, per_sm = 0;
-    check(cudaGetDevice(&dev), "cudaGetDevice");
-    check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute");
-    check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, accumulate, kThreads, 0),
-          "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-    max_blocks_ = std::max(1, sms * per_sm);
+    max_blocks_ = device::resident_blocks(reinterpret_cast<const void*>(accumulate), kThreads);
   }
 
   void process(Context& ctx) override {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "runtime/cuda_check.hpp"
 #include "stages/uvw/weight_density.hpp"
 #include "stages/uvw/weighting.hpp"
 
@@ -42,10 +43,7 @@ __global__ void apply(const WeightGridGeometry g, std::int64_t n, const float* u
     out[i] = weighting::imaging_weight(weight[i], weight_cell(g, uu[i], vv[i]), cell_weights);
 }
 
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess)
-    throw std::runtime_error(std::string("uvw.weighting (cuda): ") + what + ": " + cudaGetErrorString(e));
-}
+void check(cudaError_t e, const char* what) { device::check(e, "uvw.weighting (cuda)", what); }
 
 class WeightingCuda final : public Stage {
  public:
@@ -53,12 +51,7 @@ class WeightingCuda final : public Stage {
 
   void prepare(PrepareContext& pc) override {
     if (pc.dry_run) return;
-    int dev = 0, sms = 0, per_sm = 0;
-    check(cudaGetDevice(&dev), "cudaGetDevice");
-    check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute");
-    check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, apply, kThreads, 0),
-          "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-    max_blocks_ = std::max(1, sms * per_sm);
+    max_blocks_ = device::resident_blocks(reinterpret_cast<const void*>(apply), kThreads);
   }
 
   void process(Context& ctx) override {
