@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 uvflow=${1:-build/uvflow}
+mkdir -p out
 "$uvflow" run --no-progress pipelines/bench_el56-82.yaml | tee out/bench_tiled.txt
 "$uvflow" run --no-progress bench/el56-82_serial.yaml | tee out/bench_serial.txt
 /usr/bin/python3 bench/report_cpu_gridders.py out/bench_el56-82.report.json out/bench_el56-82_serial.report.json \

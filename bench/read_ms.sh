@@ -67,10 +67,10 @@ mem=$(free -g | awk '/^Mem:/ {print $2}')
 {
   echo "# io.read_ms on an EL56-82-sized Measurement Set"
   echo
-  echo "$(date -u +%Y-%m-%d), commit $(git rev-parse --short HEAD) (with the working tree of that day), $(nproc) cores of"
+  echo "$(date -u +%Y-%m-%d), commit $(git describe --always --dirty --abbrev=7) (-dirty: with uncommitted changes), $(nproc) cores of"
   echo "$cpu, ${mem} GiB RAM. Produced by \`bench/read_ms.sh\`."
   echo
-  echo "The Measurement Set: io.simulate preset el56-82 (512 stations x 240 dumps = $rows rows), one"
+  echo "The Measurement Set: io.simulate preset el56-82 (512 stations: 130,816 baselines x 240 dumps = $rows rows), one"
   echo "channel, one 1 Jy source, written by \`pipelines/simulate_to_ms.yaml\` (io.write_ms: XX XY YX YY,"
   echo "WEIGHT_SPECTRUM, DATA/FLAG/WEIGHT_SPECTRUM/UVW/WEIGHT/SIGMA tiled): $size on disk, written in"
   echo "$write_wall s ($(awk -v rows=$rows -v w="$write_wall" 'BEGIN {printf "%.2f", rows / w / 1e6}') M rows/s including the simulation), peak RSS $write_rss MB."

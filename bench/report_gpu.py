@@ -45,7 +45,8 @@ commit = os.environ.get("UVFLOW_COMMIT") or subprocess.run(["git", "rev-parse", 
 print("# GPU gridding benchmark on the H100\n")
 print(f"{datetime.date.today()}, commit {commit or '?'}, {args.device or 'GPU'}; `bench/gpu_presets.sh`. Device times "
       "are CUDA-event intervals around each stage's work on its own stream, summed over blocks. Updates = sum over "
-      "gridded visibilities of (2s+1)^2; the ceiling is 8.1e12 updates/s (FP32 FMA, 4 FMA per update).\n")
+      "gridded visibilities of (2s+1)^2; the ceiling is 8.1e12 updates/s (FP32 FMA, 4 FMA per update). "
+      "With up to 4 blocks in flight these intervals overlap other stages' work on other streams and include any host time between a stage's first and last enqueue (such as a first cuFFT plan), so steps that run the same code for every variant (upload, bounding box, correction) still differ between columns: the gridding row is the comparison this table is for.\n")
 for preset in ["synthetic", "el30-56", "el56-82", "el82-70"]:
     if preset not in runs:
         continue

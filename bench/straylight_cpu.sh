@@ -2,7 +2,7 @@
 # CPU benchmark of the StrayLight frame pipeline (bench/straylight_cpu.yaml: simulated 813 x 5271
 # frames -> column gain -> PSF convolution, nothing written), run through `uvflow run` for PSF
 # sizes 15, 63 and 255 and methods direct, fft and auto. Prints a Markdown table:
-#   convolve ms/frame  host time inside image.psf_convolve per frame (the report's "Stage10")
+#   convolve ms/frame  host time inside image.psf_convolve per frame (the run report's wall_s of the stage)
 #   pipeline ms/frame  the whole run's wall time per frame (simulation and gain included)
 #   CPU ms/frame       the whole run's user + system CPU time per frame: on 2 cores, wall time
 #                      cannot be below half of it, and it is less disturbed by other load
@@ -35,7 +35,8 @@ for psf in ${PSF_SIZES:-15 63 255}; do
     if [[ $psf == 255 && $method == direct ]]; then n=$((frames < direct_255_frames ? frames : direct_255_frames)); fi
     if [[ $method != direct ]]; then run 2 "$psf" "$method"; fi
     run "$n" "$psf" "$method"
-    used=$(grep -o "'convolve': method [a-z]*" "$tmp/log" | awk '{print $3}')
+    used=$(grep -o "'convolve': method [a-z]*" "$tmp/log" | awk '{print $3}' || true)
+    used=${used:-?}
     cpu=$(awk '{print $1 + $2}' "$tmp/time")
     jq -r --arg psf "$psf" --arg method "$method" --arg used "$used" --argjson cpu "$cpu" '
       (.stages[] | select(.id == "convolve")) as $c

@@ -49,7 +49,8 @@ for psf in ${PSF_SIZES:-15 63 255}; do
       cat "$tmp/log" >&2
       exit 1
     fi
-    used=$(grep -o "'convolve': method [a-z]*" "$tmp/log" | awk '{print $3}')
+    used=$(grep -o "'convolve': method [a-z]*" "$tmp/log" | awk '{print $3}' || true)
+    used=${used:-?}
     python3 - "$tmp/report.json" "$psf" "$method" "$used" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
