@@ -25,12 +25,12 @@ StageSpec tiles_bucket_sort_spec();
 
 #ifdef UVFLOW_WITH_CUDA
 std::unique_ptr<Stage> make_bucket_sort_cuda();  // stages/tiles/bucket_sort.cu
+#endif
 
 namespace bucket_sort {
 // The checks both backends make before sorting: a placed block, its own tile counts (same block
 // index, one count per tile), fewer than 2^31 visibilities. Throws InputError naming the block.
 void check_inputs(const VisBlock& vis, const TileCounts& counts);
 }  // namespace bucket_sort
-#endif
 
 }  // namespace uvflow
