@@ -584,17 +584,14 @@ void StageNode::stamp_device(const Invocation& inv,
                              const std::vector<std::pair<std::string, std::shared_ptr<Payload>>>& outbox,
                              Tokens& tokens) {
   device::Event done = stream_.record();
-  for (auto& [_, p] : outbox)
-    p->arrays([&](ArrayBase& a) {
-      if (a.storage() && a.location() == Location::device) a.storage()->set_last_writer(done);
-    });
+  std::vector<const Payload*> in, out;
   std::vector<std::shared_ptr<const Payload>> keep;
   for (auto& [_, p] : inv.inputs) {
-    const_cast<Payload&>(*p).arrays([&](ArrayBase& a) {
-      if (a.storage() && a.location() == Location::device) a.storage()->add_reader(done);
-    });
+    in.push_back(p.get());
     keep.push_back(p);
   }
+  for (auto& [_, p] : outbox) out.push_back(p.get());
+  stamp_device_use(in, out, done);
   for (auto& t : tokens) t->add_pending(done);
   // Host memory the device is still copying from must outlive the copy.
   ex_.watcher()->after({done}, [keep = std::move(keep)] {});

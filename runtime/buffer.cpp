@@ -63,10 +63,12 @@ void ArrayBase::transfer(Location to, const device::Stream& s, bool pinned) {
   if (to == Location::device) {
     dst = Storage::device(s_->bytes(), s);
     device::copy(dst->data(), s_->data(), s_->bytes(), device::Copy::host_to_device, s);
+    dst->set_last_writer(s.record());  // the copy, not just the allocation
   } else {
     dst = Storage::host(s_->bytes(), pinned);
     s.wait(s_->last_writer());
     device::copy(dst->data(), s_->data(), s_->bytes(), device::Copy::device_to_host, s);
+    s_->add_reader(s.record());  // the device memory outlives the copy even if this was its last owner
   }
   s_ = std::move(dst);
 }

@@ -62,7 +62,9 @@ class ArrayBase {
   bool empty() const { return n_ == 0; }
   std::size_t bytes() const { return s_ ? s_->bytes() : 0; }
   Location location() const { return s_ ? s_->location() : Location::host; }
-  // Replace the storage by a same-sized copy at `to` (enqueued on `s`).
+  // Replace the storage by a same-sized copy at `to` (enqueued on `s`). A host source must outlive
+  // the copy (pinned memory is read asynchronously): the caller keeps it, as the executor keeps a
+  // stage's inputs until its work is done.
   void transfer(Location to, const device::Stream& s, bool pinned);
 
  protected:

@@ -113,22 +113,17 @@ bool StageHarness::device_inputs_wait() {
   return any;
 }
 
-// After a call with device inputs, as the executor does: outputs of this call carry its event as
-// their last writer, and the stream inputs, which the caller may drop at once, are not released
-// (and their memory reused) before the stage's work on them is done.
+// After a call with device inputs, as the executor does (runtime/payload.hpp): the stream inputs,
+// which the caller may drop at once, are not released (and their memory reused) before the stage's
+// work on them is done, and this call's outputs carry its event.
 void StageHarness::stamp_device(const std::map<std::string, std::size_t>& emitted_before) {
-  const device::Event done = ctx_->stream().record();
+  std::vector<const Payload*> in, out;
+  for (auto& [_, p] : ctx_->current_) in.push_back(p.get());
   for (auto& [port, v] : ctx_->out_) {
     const auto it = emitted_before.find(port);
-    for (std::size_t i = it == emitted_before.end() ? 0 : it->second; i < v.size(); ++i)
-      const_cast<Payload&>(*v[i]).arrays([&](ArrayBase& a) {
-        if (a.storage() && a.location() == Location::device) a.storage()->set_last_writer(done);
-      });
+    for (std::size_t i = it == emitted_before.end() ? 0 : it->second; i < v.size(); ++i) out.push_back(v[i].get());
   }
-  for (auto& [_, p] : ctx_->current_)
-    const_cast<Payload&>(*p).arrays([&](ArrayBase& a) {
-      if (a.storage() && a.location() == Location::device) a.storage()->add_reader(done);
-    });
+  stamp_device_use(in, out, ctx_->stream().record());
 }
 
 void StageHarness::start() {

@@ -37,7 +37,8 @@ class StageHarness {
   }
   Work work() const;
   Stage& stage() { return *stage_; }
-  // Output files are committed when the harness is destroyed without error (as a run would).
+  // Output files are written to temporaries and renamed into place only here (as a successful run
+  // would); the destructor removes any not committed.
   void commit_outputs();
 
  private:

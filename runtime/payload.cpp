@@ -1,5 +1,7 @@
 #include "runtime/payload.hpp"
 
+#include <set>
+
 namespace uvflow {
 
 Location Payload::location() const {
@@ -20,6 +22,21 @@ std::shared_ptr<Payload> Payload::moved_to(Location to, const device::Stream& s,
   auto c = clone();
   c->arrays([&](ArrayBase& a) { a.transfer(to, s, pinned); });
   return c;
+}
+
+void stamp_device_use(const std::vector<const Payload*>& inputs, const std::vector<const Payload*>& outputs,
+                      const device::Event& done) {
+  std::set<const Storage*> read;
+  for (const Payload* p : inputs)
+    const_cast<Payload&>(*p).arrays([&](ArrayBase& a) {
+      if (a.storage() && a.location() == Location::device && read.insert(a.storage().get()).second)
+        a.storage()->add_reader(done);
+    });
+  for (const Payload* p : outputs)
+    const_cast<Payload&>(*p).arrays([&](ArrayBase& a) {
+      if (a.storage() && a.location() == Location::device && !read.count(a.storage().get()))
+        a.storage()->set_last_writer(done);
+    });
 }
 
 }  // namespace uvflow

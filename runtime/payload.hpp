@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string_view>
+#include <vector>
 
 #include "runtime/buffer.hpp"
 
@@ -41,5 +42,12 @@ class PayloadOf : public Payload {
     static_cast<Derived*>(this)->each_array([&](ArrayBase& a) { f(a); });
   }
 };
+
+// After one call of a stage whose device work ends at `done`: every device array of its inputs was
+// read until `done` (its memory is not released before), and every device array of its outputs
+// was written by it, except arrays of its inputs passed on unchanged, which keep their writer.
+// The executor calls this after each invocation of a cuda stage, the one-stage harness likewise.
+void stamp_device_use(const std::vector<const Payload*>& inputs, const std::vector<const Payload*>& outputs,
+                      const device::Event& done);
 
 }  // namespace uvflow
