@@ -122,6 +122,14 @@ void wrap_copy(const float* src, int n, int start, float* dst, std::size_t count
 // First column of the periodic row that lands at x = 0 after Listing 4.1's shift by k/2.
 int wrap_start(int n, int k) { return ((-(k / 2)) % n + n) % n; }
 
+// Rows are checked in parallel: keep the lowest bad one, so the error names the first bad pixel
+// whatever the scheduling.
+void keep_lowest(std::atomic<int>& bad, int row) {
+  int seen = bad.load();
+  while ((seen < 0 || row < seen) && !bad.compare_exchange_weak(seen, row)) {
+  }
+}
+
 // True when every value is finite; vectorises (an AND of comparisons).
 bool finite(const float* p, int n) {
   bool ok = true;
@@ -164,7 +172,7 @@ class Direct : public Convolver {
     tbb::parallel_for(tbb::blocked_range<int>(0, ny_, 32), [&](const tbb::blocked_range<int>& r) {
       for (int y = r.begin(); y < r.end(); ++y) {
         wrap_copy(in + std::size_t(y) * nx_, nx_, start, ext + std::size_t(y) * stride_, std::size_t(nx_ + kx_ - 1));
-        if (!finite(in + std::size_t(y) * nx_, nx_)) bad = y;
+        if (!finite(in + std::size_t(y) * nx_, nx_)) keep_lowest(bad, y);
       }
     });
     if (bad >= 0) return bad;
@@ -262,7 +270,7 @@ class Fft : public Convolver {
       for (int y = r.begin(); y < r.end(); ++y) {
         const int src = ((y - ky_ / 2) % ny_ + ny_) % ny_;
         wrap_copy(in + std::size_t(src) * nx_, nx_, start, sc.real(), std::size_t(px_));
-        if (!finite(in + std::size_t(src) * nx_, nx_)) bad = src;
+        if (!finite(in + std::size_t(src) * nx_, nx_)) keep_lowest(bad, src);
         fftwf_execute_dft_r2c(row_fwd_.get(), sc.real(), sc.half());
         scatter(sc, grid_.get(), y);
       }

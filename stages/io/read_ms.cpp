@@ -21,7 +21,7 @@ namespace uvflow {
 namespace {
 
 constexpr double kSpeedOfLight = 299792458.0;  // m/s
-constexpr double kDeg = 180 / std::numbers::pi;
+constexpr double kRadToDeg = 180 / std::numbers::pi;
 // rows_per_block 0: about as many visibilities per block as io.simulate's el56-82 blocks.
 constexpr std::int64_t kVisibilitiesPerBlock = 1 << 20;
 constexpr std::int64_t kRowGrain = 4096;  // rows per parallel task
@@ -160,8 +160,8 @@ class ReadMs : public Stage {
       for (std::size_t f = 0; f < fields.size(); ++f) {
         std::ostringstream s;
         s.precision(6);
-        s << f << " '" << fields[f].name << "' (RA " << std::fixed << fields[f].ra_rad * kDeg << ", Dec "
-          << fields[f].dec_rad * kDeg << " deg)";
+        s << f << " '" << fields[f].name << "' (RA " << std::fixed << fields[f].ra_rad * kRadToDeg << ", Dec "
+          << fields[f].dec_rad * kRadToDeg << " deg)";
         v.push_back(s.str());
       }
       return join(v);

@@ -23,7 +23,7 @@
 namespace uvflow {
 namespace {
 
-constexpr double kDeg = std::numbers::pi / 180;
+constexpr double kDegToRad = std::numbers::pi / 180;
 constexpr double kSpeedOfLight = 299792458.0;     // m/s
 constexpr double kLatitudeDeg = -26.82472208;     // SKA1-Low reference position
 constexpr double kLongitudeDeg = 116.7644482;
@@ -62,7 +62,7 @@ const Preset& find_preset(const std::string& name) {
 // Hour angle (radians) at which a source at declination `dec` stands at elevation `el`: east of
 // the meridian (H < 0) when rising, west when setting; NaN where that elevation is never reached.
 double hour_angle(double el, double dec, bool rising) {
-  const double lat = kLatitudeDeg * kDeg;
+  const double lat = kLatitudeDeg * kDegToRad;
   double c = (std::sin(el) - std::sin(lat) * std::sin(dec)) / (std::cos(lat) * std::cos(dec));
   if (std::abs(c) > 1 && std::abs(c) < 1 + 1e-12) c = std::copysign(1.0, c);  // transit, rounded
   if (!(std::abs(c) <= 1)) return std::numeric_limits<double>::quiet_NaN();
@@ -159,7 +159,7 @@ std::vector<std::size_t> nearest_stations(const std::vector<Station>& all, std::
 double gmst(double mjd) {
   const double d = mjd - 51544.5, t = d / 36525;  // from J2000.0
   const double deg = 280.46061837 + kSiderealDegPerDay * d + t * t * (0.000387933 - t / 38710000);
-  return std::fmod(deg, 360.0) * kDeg;
+  return std::fmod(deg, 360.0) * kDegToRad;
 }
 
 // ISO 8601 (UTC, milliseconds) of a time in MJD seconds.
@@ -178,7 +178,7 @@ std::string iso8601(double mjd_s) {
 
 // WGS84 geocentric (ITRF) position of a point `east`, `north`, `up` metres from the site.
 Observation::Antenna itrf(const Station& s) {
-  const double lat = kLatitudeDeg * kDeg, lon = kLongitudeDeg * kDeg;
+  const double lat = kLatitudeDeg * kDegToRad, lon = kLongitudeDeg * kDegToRad;
   const double a = 6378137.0, f = 1 / 298.257223563, e2 = f * (2 - f);
   const double sl = std::sin(lat), cl = std::cos(lat), so = std::sin(lon), co = std::cos(lon);
   const double n = a / std::sqrt(1 - e2 * sl * sl);
@@ -222,21 +222,21 @@ class Simulate : public Stage {
     freq_hz_ = p.number("freq_hz");
     channel_width_hz_ = p.number("channel_width_hz");
     configure_date(p.string("date"));
-    ra_ = p.number("ra_deg") * kDeg;
-    dec_ = (p.has("dec_deg") ? p.number("dec_deg") : preset.dec_deg) * kDeg;
-    el_start_ = (p.has("el_start_deg") ? p.number("el_start_deg") : preset.el_start_deg) * kDeg;
-    el_end_ = (p.has("el_end_deg") ? p.number("el_end_deg") : preset.el_end_deg) * kDeg;
+    ra_ = p.number("ra_deg") * kDegToRad;
+    dec_ = (p.has("dec_deg") ? p.number("dec_deg") : preset.dec_deg) * kDegToRad;
+    el_start_ = (p.has("el_start_deg") ? p.number("el_start_deg") : preset.el_start_deg) * kDegToRad;
+    el_end_ = (p.has("el_end_deg") ? p.number("el_end_deg") : preset.el_end_deg) * kDegToRad;
     const bool rising = el_start_ < el_end_;
     h_start_ = hour_angle(el_start_, dec_, rising);
     h_end_ = hour_angle(el_end_, dec_, rising);
     auto check_reached = [&](const char* name, double el, double h) {
       if (!std::isnan(h)) return;
-      const double lat = kLatitudeDeg * kDeg;
+      const double lat = kLatitudeDeg * kDegToRad;
       std::ostringstream why;
-      why << "the phase centre never stands at elevation " << el / kDeg << " deg: at declination "
-          << dec_ / kDeg << " deg and latitude " << kLatitudeDeg << " deg its elevation ranges over ["
-          << (std::abs(lat + dec_) - std::numbers::pi / 2) / kDeg << ", "
-          << (std::numbers::pi / 2 - std::abs(lat - dec_)) / kDeg << "] deg";
+      why << "the phase centre never stands at elevation " << el / kDegToRad << " deg: at declination "
+          << dec_ / kDegToRad << " deg and latitude " << kLatitudeDeg << " deg its elevation ranges over ["
+          << (std::abs(lat + dec_) - std::numbers::pi / 2) / kDegToRad << ", "
+          << (std::numbers::pi / 2 - std::abs(lat - dec_)) / kDegToRad << "] deg";
       throw ParamError(name, why.str());
     };
     check_reached("el_start_deg", el_start_, h_start_);
@@ -330,7 +330,7 @@ class Simulate : public Stage {
     if (grid_) {
       // Offset by half a spacing, so that no source sits on the phase centre: the columns with
       // l > 0 sit at (i + 1/2) spacing, i < kHalf, mirrored to l < 0.
-      const double spacing = p.number("sky_spacing_deg") * kDeg;
+      const double spacing = p.number("sky_spacing_deg") * kDegToRad;
       for (int i = 0; i < kHalf; ++i) grid_l_[i] = (i + 0.5) * spacing;
       grid_pairs_.clear();
       for (int i = 0; i < kHalf; ++i)
@@ -345,7 +345,7 @@ class Simulate : public Stage {
           throw ParamError("sky", "source " + std::to_string(i) + " has no field '" + name + "'");
         return it->second;
       };
-      const double l = field("l_deg") * kDeg, m = field("m_deg") * kDeg;
+      const double l = field("l_deg") * kDegToRad, m = field("m_deg") * kDegToRad;
       if (!(l * l + m * m < 1))
         throw ParamError("sky", "source " + std::to_string(i) + " lies beyond the horizon (l^2 + m^2 >= 1)");
       src_l_.push_back(l);
@@ -371,7 +371,7 @@ class Simulate : public Stage {
   // Baseline vectors antenna2 - antenna1 in wavelengths, in the equatorial frame of the array
   // (X to the meridian on the equator, Y east, Z to the celestial pole).
   void make_baselines(const std::vector<Station>& st) {
-    const double lat = kLatitudeDeg * kDeg, wavelength = kSpeedOfLight / freq_hz_;
+    const double lat = kLatitudeDeg * kDegToRad, wavelength = kSpeedOfLight / freq_hz_;
     std::vector<double> x(st.size()), y(st.size()), z(st.size());
     for (std::size_t a = 0; a < st.size(); ++a) {
       x[a] = (-std::sin(lat) * st[a].north + std::cos(lat) * st[a].up) / wavelength;
@@ -402,8 +402,8 @@ class Simulate : public Stage {
     sin_h_.resize(dumps_);
     cos_h_.resize(dumps_);
     time_s_.resize(dumps_);
-    const double rotation_per_day = kSiderealDegPerDay * kDeg;
-    const double lst = gmst(date_mjd_) + kLongitudeDeg * kDeg, turn = 2 * std::numbers::pi;
+    const double rotation_per_day = kSiderealDegPerDay * kDegToRad;
+    const double lst = gmst(date_mjd_) + kLongitudeDeg * kDegToRad, turn = 2 * std::numbers::pi;
     const double to_start = std::fmod(std::fmod(ra_ + h_start_ - lst, turn) + turn, turn);
     for (int d = 0; d < dumps_; ++d) {
       const double h = dumps_ == 1 ? h_start_ : h_start_ + (h_end_ - h_start_) * d / (dumps_ - 1);
@@ -559,8 +559,8 @@ class Simulate : public Stage {
     obs->telescope = "SKA1-Low";
     std::ostringstream origin;
     origin << "io.simulate preset " << preset_ << ": " << stations_ << " stations x " << dumps_
-           << " dumps, elevation " << el_start_ / kDeg << " -> " << el_end_ / kDeg << " deg at declination "
-           << dec_ / kDeg << " deg, " << sources() << " sources";
+           << " dumps, elevation " << el_start_ / kDegToRad << " -> " << el_end_ / kDegToRad << " deg at declination "
+           << dec_ / kDegToRad << " deg, " << sources() << " sources";
     obs->origin = origin.str();
     obs->ra_rad = ra_;
     obs->dec_rad = dec_;

@@ -11,7 +11,7 @@
 namespace uvflow {
 namespace {
 
-constexpr double kDeg = 180.0 / M_PI;
+constexpr double kRadToDeg = 180.0 / M_PI;
 
 class Fits {
  public:
@@ -92,13 +92,13 @@ class WriteFits : public Stage {
     f.key("RADESYS", std::string("FK5"), "");
     f.key("CTYPE1", std::string("RA---SIN"), "");
     f.key("CRPIX1", double(img.nx / 2 + 1), "phase centre pixel");
-    f.key("CRVAL1", std::fmod(w.ra_rad * kDeg + 360.0, 360.0), "right ascension, deg");
-    f.key("CDELT1", -w.cell_rad * kDeg, "RA increases to the left");
+    f.key("CRVAL1", std::fmod(w.ra_rad * kRadToDeg + 360.0, 360.0), "right ascension, deg");
+    f.key("CDELT1", -w.cell_rad * kRadToDeg, "RA increases to the left");
     f.key("CUNIT1", std::string("deg"), "");
     f.key("CTYPE2", std::string("DEC--SIN"), "");
     f.key("CRPIX2", double(img.ny / 2 + 1), "phase centre pixel");
-    f.key("CRVAL2", w.dec_rad * kDeg, "declination, deg");
-    f.key("CDELT2", w.cell_rad * kDeg, "");
+    f.key("CRVAL2", w.dec_rad * kRadToDeg, "declination, deg");
+    f.key("CDELT2", w.cell_rad * kRadToDeg, "");
     f.key("CUNIT2", std::string("deg"), "");
     f.key("CTYPE3", std::string("FREQ"), "");
     f.key("CRPIX3", 1.0, "");
@@ -110,8 +110,8 @@ class WriteFits : public Stage {
     f.key("CRVAL4", 1.0, "Stokes I");
     f.key("CDELT4", 1.0, "");
     f.key("CUNIT4", std::string(""), "");
-    f.key("OBSRA", std::fmod(w.ra_rad * kDeg + 360.0, 360.0), "phase centre RA, deg");
-    f.key("OBSDEC", w.dec_rad * kDeg, "phase centre Dec, deg");
+    f.key("OBSRA", std::fmod(w.ra_rad * kRadToDeg + 360.0, 360.0), "phase centre RA, deg");
+    f.key("OBSDEC", w.dec_rad * kRadToDeg, "phase centre Dec, deg");
     if (!w.telescope.empty()) f.key("TELESCOP", w.telescope, "");
     if (!w.date_obs.empty()) f.key("DATE-OBS", w.date_obs, "");
   }

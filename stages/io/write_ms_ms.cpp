@@ -211,6 +211,7 @@ void create_ms(const std::string& path, const MsLayout& layout) {
 }
 
 void append_rows(const std::string& path, const Rows& r) {
+  if (r.rows == 0) return;  // nothing to add (and the per-row sizes below divide by it)
   std::lock_guard lock(casacore_mutex());
   guarded(path, "appending rows", [&] {
     cc::MeasurementSet ms(table_name(path), cc::Table::Update);
