@@ -1,6 +1,7 @@
 #include "runtime/stage.hpp"
 
 #include <sstream>
+#include <stdexcept>
 
 namespace uvflow {
 
@@ -88,5 +89,22 @@ const PortSpec* StageSpec::input(std::string_view n) const { return find_named(i
 const PortSpec* StageSpec::output(std::string_view n) const { return find_named(outputs, n); }
 const ParamSpec* StageSpec::param(std::string_view n) const { return find_named(params, n); }
 const BackendSpec* StageSpec::backend(std::string_view n) const { return find_named(backends, n); }
+
+namespace {
+// Stands for a cuda backend in a build without CUDA: validation (a dry run) passes through it; a
+// run never reaches it, the executor having refused the pipeline, so running it is a logic error.
+class UnavailableCudaStage final : public Stage {
+ public:
+  void prepare(PrepareContext& pc) override {
+    if (!pc.dry_run) refuse();
+  }
+  void process(Context&) override { refuse(); }
+
+ private:
+  [[noreturn]] static void refuse() { throw std::logic_error("uvflow was built without CUDA"); }
+};
+}  // namespace
+
+std::unique_ptr<Stage> unavailable_cuda_stage() { return std::make_unique<UnavailableCudaStage>(); }
 
 }  // namespace uvflow

@@ -151,6 +151,17 @@ struct BackendSpec {
   std::function<std::unique_ptr<Stage>()> make;
 };
 
+// A stage's cuda backend, `make` being its factory in a .cu file. A build without CUDA declares the
+// backend all the same, so that pipelines naming it still validate and describe the same; there
+// its stage (unavailable_cuda_stage) does nothing in a dry run and refuses to run, and `uvflow run`
+// refuses such pipelines before anything runs ("uvflow was built without CUDA").
+std::unique_ptr<Stage> unavailable_cuda_stage();
+#ifdef UVFLOW_WITH_CUDA
+#define UVFLOW_CUDA_BACKEND(make) ::uvflow::BackendSpec{"cuda", make}
+#else
+#define UVFLOW_CUDA_BACKEND(make) ::uvflow::BackendSpec{"cuda", ::uvflow::unavailable_cuda_stage}
+#endif
+
 struct StageSpec {
   std::string type;     // "grid.tiled"
   std::string summary;  // one line

@@ -65,7 +65,7 @@ TEST(GridAtomicSpec, DeclaresPortsAndBackends) {
   EXPECT_EQ(s.output("grid")->arity, Arity::once);
   ASSERT_FALSE(s.backends.empty());
   EXPECT_EQ(s.backends.front().name, "cpu");
-  EXPECT_EQ(s.backend("cuda") != nullptr, device::compiled());
+  EXPECT_NE(s.backend("cuda"), nullptr);  // declared in builds without CUDA too
 }
 
 TEST(GridAtomicCpu, RandomBlocksMatchListing1) {

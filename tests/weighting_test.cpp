@@ -173,7 +173,7 @@ TEST(WeightingSpec, DeclaresPortsParametersAndBackends) {
   ASSERT_NE(d.output("density"), nullptr);
   EXPECT_EQ(d.output("density")->arity, Arity::once);
   ASSERT_NE(d.param("padding"), nullptr);
-  EXPECT_EQ(d.backend("cuda") != nullptr, device::compiled());
+  EXPECT_NE(d.backend("cuda"), nullptr);  // declared in builds without CUDA too
 
   const StageSpec w = uvw_weighting_spec();
   EXPECT_EQ(w.type, "uvw.weighting");
@@ -189,7 +189,7 @@ TEST(WeightingSpec, DeclaresPortsParametersAndBackends) {
   EXPECT_EQ(std::get<double>(*w.param("rank_filter")->def), 3.0);  // WSClean's default
   ASSERT_NE(w.param("rank_filter_size"), nullptr);
   EXPECT_EQ(std::get<std::int64_t>(*w.param("rank_filter_size")->def), 16);
-  EXPECT_EQ(w.backend("cuda") != nullptr, device::compiled());
+  EXPECT_NE(w.backend("cuda"), nullptr);
 }
 
 // WSClean pads 1.2 x and rounds up to a multiple of 4.

@@ -146,9 +146,7 @@ StageSpec fft_grid_to_image_spec() {
   s.inputs = {{"grid", kGrid, Arity::once, Residency::backend, "the accumulated uv grid and its norm"}};
   s.outputs = {{"image", kImage, Arity::once, Residency::backend, "the dirty image, before grid correction"}};
   s.backends = {{"cpu", [] { return std::make_unique<GridToImage>(); }}};
-#ifdef UVFLOW_WITH_CUDA
-  s.backends.push_back({"cuda", make_grid_to_image_cuda});
-#endif
+  s.backends.push_back(UVFLOW_CUDA_BACKEND(make_grid_to_image_cuda));
   s.concurrency = Concurrency::serial;
   return s;
 }

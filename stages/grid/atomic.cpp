@@ -197,9 +197,7 @@ StageSpec grid_atomic_spec() {
   s.outputs = {{"grid", "Grid", Arity::once, Residency::backend,
                 "the gridded visibilities of every block, with totals [norm, gridded, skipped]"}};
   s.backends = {{"cpu", [] { return std::make_unique<AtomicCpu>(); }}};
-#ifdef UVFLOW_WITH_CUDA
-  s.backends.push_back({"cuda", make_grid_atomic_cuda});
-#endif
+  s.backends.push_back(UVFLOW_CUDA_BACKEND(make_grid_atomic_cuda));
   s.concurrency = Concurrency::serial;
   return s;
 }

@@ -372,9 +372,7 @@ StageSpec grid_tiled_spec() {
               {.name = "nag_blocks_per_central_tile", .type = ParamType::integer, .def = std::int64_t(1000), .min = 1,
                .max = 1 << 20, .doc = "nag: thread blocks per tile of the central box (the memo's 1000)"}};
   s.backends = {{"cpu", [] { return std::make_unique<TiledGridder>(); }}};
-#ifdef UVFLOW_WITH_CUDA
-  s.backends.push_back({"cuda", make_grid_tiled_cuda});
-#endif
+  s.backends.push_back(UVFLOW_CUDA_BACKEND(make_grid_tiled_cuda));
   s.concurrency = Concurrency::serial;
   return s;
 }

@@ -122,9 +122,7 @@ StageSpec column_gain_spec() {
       {"slope", ParamType::number, 0.0, false, "1/pixel", -1e30, 1e30, {}, {},
        "linear: gain[x] = gain + slope * (x - (W - 1) / 2)"}};
   s.backends = {{"cpu", [] { return std::make_unique<ColumnGain>(); }}};
-#ifdef UVFLOW_WITH_CUDA
-  s.backends.push_back({"cuda", make_column_gain_cuda});
-#endif
+  s.backends.push_back(UVFLOW_CUDA_BACKEND(make_column_gain_cuda));
   s.concurrency = Concurrency::parallel;
   return s;
 }

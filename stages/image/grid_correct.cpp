@@ -80,9 +80,7 @@ StageSpec image_grid_correct_spec() {
   s.params = {{"table_correction", ParamType::choice, std::string("sinc"), false, "", {}, {}, {"sinc", "sinc2"}, {},
                "sinc: exact for nearest-sample kernel lookup; sinc2: OSKAR's (for comparing with OSKAR images)"}};
   s.backends = {{"cpu", [] { return std::make_unique<GridCorrect>(); }}};
-#ifdef UVFLOW_WITH_CUDA
-  s.backends.push_back({"cuda", make_grid_correct_cuda});
-#endif
+  s.backends.push_back(UVFLOW_CUDA_BACKEND(make_grid_correct_cuda));
   s.concurrency = Concurrency::serial;
   return s;
 }

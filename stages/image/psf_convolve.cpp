@@ -414,9 +414,7 @@ StageSpec psf_convolve_spec() {
               {"wisdom", ParamType::path, std::string(".cache/uvflow/fftwf.wisdom"), false, "", {}, {}, {}, {},
                "fft (cpu): FFTW wisdom file, so that only the first run measures its plans; \"\" disables it"}};
   s.backends = {{"cpu", [] { return std::make_unique<PsfConvolveCpu>(); }}};
-#ifdef UVFLOW_WITH_CUDA
-  s.backends.push_back({"cuda", make_psf_convolve_cuda});
-#endif
+  s.backends.push_back(UVFLOW_CUDA_BACKEND(make_psf_convolve_cuda));
   // One frame at a time, each spread over every core: the frame stays in the shared cache (the
   // report's section 3.5) and the scratch grids and PSF spectrum are allocated once.
   s.concurrency = Concurrency::serial;

@@ -136,9 +136,7 @@ StageSpec tiles_bucket_sort_spec() {
   s.outputs = {{"buckets", kTileBuckets, Arity::stream, Residency::backend,
                 "per-tile visibility lists, with the block they index and the active tile range"}};
   s.backends = {{"cpu", [] { return std::make_unique<BucketSort>(); }}};
-#ifdef UVFLOW_WITH_CUDA
-  s.backends.push_back({"cuda", make_bucket_sort_cuda});
-#endif
+  s.backends.push_back(UVFLOW_CUDA_BACKEND(make_bucket_sort_cuda));
   s.concurrency = Concurrency::parallel;
   return s;
 }

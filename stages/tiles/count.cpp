@@ -125,9 +125,7 @@ StageSpec tiles_count_spec() {
       {.name = "tile_v", .type = ParamType::integer, .def = std::int64_t(64), .unit = "cells", .min = 1, .max = 4096,
        .doc = "tile height along v"}};
   s.backends = {{"cpu", [] { return std::make_unique<TileCount>(); }}};
-#ifdef UVFLOW_WITH_CUDA
-  s.backends.push_back({"cuda", make_tiles_count_cuda});
-#endif
+  s.backends.push_back(UVFLOW_CUDA_BACKEND(make_tiles_count_cuda));
   s.concurrency = Concurrency::parallel;
   return s;
 }

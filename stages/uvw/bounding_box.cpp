@@ -68,9 +68,7 @@ StageSpec uvw_bounding_box_spec() {
   s.inputs = {{"vis", kVisBlock, Arity::stream, Residency::backend, "a block placed by uvw.w_sort"}};
   s.outputs = {{"box", kBoundingBox, Arity::stream, Residency::backend, "inclusive cell range of all footprints"}};
   s.backends = {{"cpu", [] { return std::make_unique<BoundingBoxStage>(); }}};
-#ifdef UVFLOW_WITH_CUDA
-  s.backends.push_back({"cuda", make_bounding_box_cuda});
-#endif
+  s.backends.push_back(UVFLOW_CUDA_BACKEND(make_bounding_box_cuda));
   s.concurrency = Concurrency::parallel;
   return s;
 }

@@ -174,9 +174,7 @@ StageSpec uvw_w_sort_spec() {
                 "the block with coords set, sorted by w-plane; off-grid visibilities removed and counted (cpu) or "
                 "last with plane -1 (cuda)"}};
   s.backends = {{"cpu", [] { return std::make_unique<WSort>(); }}};
-#ifdef UVFLOW_WITH_CUDA
-  s.backends.push_back({"cuda", make_w_sort_cuda});
-#endif
+  s.backends.push_back(UVFLOW_CUDA_BACKEND(make_w_sort_cuda));
   s.concurrency = Concurrency::parallel;
   return s;
 }

@@ -171,9 +171,7 @@ StageSpec uvw_weight_density_spec() {
                "WSClean's -padding: the weighting grid has ceil(image_size * padding) cells a side, rounded up to a "
                "multiple of 4 (keep WSClean's 1.2 to weight as it does)"}};
   s.backends = {{"cpu", [] { return std::make_unique<WeightDensityCpu>(); }}};
-#ifdef UVFLOW_WITH_CUDA
-  s.backends.push_back({"cuda", make_weight_density_cuda});
-#endif
+  s.backends.push_back(UVFLOW_CUDA_BACKEND(make_weight_density_cuda));
   s.concurrency = Concurrency::serial;
   return s;
 }

@@ -150,9 +150,7 @@ StageSpec uvw_weighting_spec() {
        "WSClean's -weighting-rank-filter-size: the window side of the rank filter"},
   };
   s.backends = {{"cpu", [] { return std::make_unique<WeightingCpu>(); }}};
-#ifdef UVFLOW_WITH_CUDA
-  s.backends.push_back({"cuda", make_weighting_cuda});
-#endif
+  s.backends.push_back(UVFLOW_CUDA_BACKEND(make_weighting_cuda));
   s.concurrency = Concurrency::serial;
   return s;
 }
