@@ -13,7 +13,9 @@
 namespace uvflow::device {
 namespace {
 
-void check(cudaError_t e, const char* what) { device::check(e, "CUDA", what); }
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string("CUDA error in ") + what + ": " + cudaGetErrorString(e));
+}
 
 cudaStream_t raw(const Stream& s) { return static_cast<cudaStream_t>(s.native()); }
 
