@@ -815,6 +815,12 @@ void install_interrupt_handler() {
 
 void request_interrupt() { g_interrupt.store(true); }
 
+const StageMetrics& RunReport::stage(std::string_view id) const {
+  for (const auto& m : stages)
+    if (m.id == id) return m;
+  throw std::out_of_range("the run report has no stage '" + std::string(id) + "'");
+}
+
 RunReport run_plan(const Plan& plan, const ExecOptions& opts) {
   g_interrupt.store(false);
   Executor ex(plan, opts);

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "graph/pipeline.hpp"
@@ -28,6 +29,9 @@ struct RunReport {
   double stream_start_s = 0;  // when the sources began streaming (after run.once_first's phase)
   std::vector<StageMetrics> stages;
   std::vector<std::string> outputs;  // files written
+
+  // The stage with this id; throws std::out_of_range naming it when the run had none.
+  const StageMetrics& stage(std::string_view id) const;
 };
 
 struct ExecOptions {

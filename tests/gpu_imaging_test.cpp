@@ -118,26 +118,17 @@ TEST_F(GpuImaging, DirtyImageGpuPipelineMatchesCpuAndCrossesTheBusOnceEachWay) {
   EXPECT_LT(std::sqrt(d / ref), 3e-5);
 
   // Transfers: exactly the three the planner inserted, nothing else moved.
-  std::int64_t blocks = 0;
   double h2d = 0, d2h = 0;
   int transfers = 0;
   for (auto& m : r.stages) {
     h2d += m.work.bytes_h2d, d2h += m.work.bytes_d2h;
     if (m.type.rfind("transfer.", 0) == 0) ++transfers;
-    if (m.id == "grid") blocks = m.items_in;
-    if (m.id == "kernels.kernels.to_device") {
-      EXPECT_EQ(m.items_in, 1);
-    }
-    if (m.id == "corr.image.to_host") {
-      EXPECT_EQ(m.items_in, 1);
-      EXPECT_DOUBLE_EQ(m.work.bytes_d2h, 512.0 * 512 * sizeof(float));
-    }
   }
   EXPECT_EQ(transfers, 3);
-  for (auto& m : r.stages)
-    if (m.id == "vis.vis.to_device") {
-      EXPECT_EQ(m.items_in, blocks) << "one upload per visibility block";
-    }
+  EXPECT_EQ(r.stage("vis.vis.to_device").items_in, r.stage("grid").items_in) << "one upload per visibility block";
+  EXPECT_EQ(r.stage("kernels.kernels.to_device").items_in, 1);
+  EXPECT_EQ(r.stage("corr.image.to_host").items_in, 1);
+  EXPECT_DOUBLE_EQ(r.stage("corr.image.to_host").work.bytes_d2h, 512.0 * 512 * sizeof(float));
   EXPECT_DOUBLE_EQ(d2h, 512.0 * 512 * sizeof(float)) << "only the image comes back";
   std::printf("dirty_image_gpu: %.3f s wall (CPU pipeline %.3f s); host->device %.1f MB, device->host %.3f MB\n",
               r.wall_s, rc.wall_s, h2d / 1e6, d2h / 1e6);

@@ -128,6 +128,14 @@ TEST(PsfConvolve, OnePsfSpectrumServesTheWholeStream) {
   }
 }
 
+// choose_cuda is host code: it needs no device to test.
+TEST(PsfConvolveAuto, CudaPicksDirectForSmallPsfsAndFftForLarge) {
+  using psf_convolve::Method;
+  EXPECT_EQ(psf_convolve::choose_cuda(813, 5271, 15, 15), Method::direct);
+  EXPECT_EQ(psf_convolve::choose_cuda(813, 5271, 63, 63), Method::fft);
+  EXPECT_EQ(psf_convolve::choose_cuda(813, 5271, 255, 255), Method::fft);
+}
+
 // ---------------------------------------------------------------- convolution input errors
 
 TEST(PsfConvolveErrors, PsfLargerThanTheFrame) {
