@@ -1,8 +1,9 @@
 // grid.tiled, cuda backend, all three variants (uvflow, nvidia, nag), driven through the device
 // sort chain (uvw.w_sort -> uvw.bounding_box -> tiles.count -> tiles.bucket_sort, cuda) and
 // compared with the double-precision Listing 1 reference: relative Frobenius norm below 1e-5, the
-// same norm, gridded and skipped counts, the same updates. Random inputs (fixed and fresh seeds), grid edges, both signs of w, a dense core of thousands of
-// visibilities in a few cells, several blocks into one grid. Skips without a CUDA device.
+// same norm, gridded and skipped counts, the same updates. Random inputs (fixed and fresh seeds),
+// grid edges, both signs of w, a dense core of thousands of visibilities in a few cells, several
+// blocks into one grid. Skips without a CUDA device.
 #include <gtest/gtest.h>
 
 #include <random>
