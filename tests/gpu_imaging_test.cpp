@@ -17,6 +17,7 @@
 #include "tests/support/source_dir.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/gpu_test.hpp"
+#include "tests/support/wproj_stack.hpp"
 
 using namespace uvflow;
 
@@ -42,13 +43,6 @@ std::shared_ptr<Grid> random_grid(int N, int n, unsigned seed) {
     for (int u = N / 4; u < 3 * N / 4; ++u) grid->cells[std::size_t(v) * N + u] = cfloat(g(rng), g(rng));
   grid->totals[0] = 1234.5;
   return grid;
-}
-
-std::shared_ptr<KernelStack> stack_for(int N, int n, int o) {
-  auto ks = std::make_shared<KernelStack>();
-  ks->geom = {n, N, 1e-5};
-  ks->oversample = o;
-  return ks;
 }
 
 }  // namespace
@@ -78,16 +72,17 @@ TEST_F(GpuImaging, GridCorrectMatchesCpu) {
   img->nx = img->ny = 384;
   img->pixels = Array<float>::host(384 * 384);
   for (auto& p : img->pixels) p = g(rng);
-  for (const char* table : {"sinc", "sinc2"}) {
+  // A real stack: table_correction kernel reads plane 0 (on the device for the cuda backend).
+  const auto ks = test::wproj_stack(384, 30, 16);
+  for (const char* table : {"kernel", "sinc", "sinc2"}) {
     SCOPED_TRACE(table);
-    auto ks = stack_for(480, 384, 4);
     StageHarness cpu(image_grid_correct_spec(), "cpu", {{"table_correction", std::string(table)}});
     cpu.set_input("image", img);
     cpu.set_input("kernels", ks);
     cpu.process();
     StageHarness gpu(image_grid_correct_spec(), "cuda", {{"table_correction", std::string(table)}});
     gpu.set_input("image", moved(std::shared_ptr<const Image>(img), Location::device));
-    gpu.set_input("kernels", ks);  // only its geometry is read: no arrays to move
+    gpu.set_input("kernels", moved(ks, Location::device));
     gpu.process();
     auto host = moved(gpu.output<Image>("image"), Location::host);
     EXPECT_LT(relative_frobenius(host->pixels, cpu.output<Image>("image")->pixels), 1e-6);

@@ -3,6 +3,8 @@
 // double-precision DFT of every plane's screen (no FFT) for small kernel sizes; and its disk cache.
 #include <gtest/gtest.h>
 #include <oneapi/tbb/global_control.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cmath>
@@ -21,6 +23,7 @@
 #include "stages/kernels/wproj.hpp"
 #include "tests/support/spheroidal_ref.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/wproj_stack.hpp"
 
 using namespace uvflow;
 using namespace uvflow::test;
@@ -51,16 +54,6 @@ struct Case {
   }
 };
 
-std::shared_ptr<VisSetInfo> info_for(double max_w, double min_w, double rms_w) {
-  auto obs = std::make_shared<Observation>();
-  obs->max_abs_w = max_w;
-  obs->min_abs_w = min_w;
-  obs->rms_abs_w = rms_w;
-  auto info = std::make_shared<VisSetInfo>();
-  info->obs = obs;
-  return info;
-}
-
 std::map<std::string, ParamValue> params_for(const Case& c, const std::string& cache_dir = "") {
   return {{"image_size", std::int64_t(c.image_size)},
           {"cell_arcsec", c.cell_arcsec},
@@ -75,7 +68,7 @@ std::map<std::string, ParamValue> params_for(const Case& c, const std::string& c
 std::shared_ptr<const KernelStack> run_stage(const Case& c, const std::string& cache_dir = "") {
   const StageSpec spec = kernels_wproj_spec();
   StageHarness h(spec, "cpu", params_for(c, cache_dir));
-  h.set_input("info", info_for(c.max_w, c.min_w, c.rms_w));
+  h.set_input("info", w_stats_info(c.max_w, c.min_w, c.rms_w));
   h.process();
   return h.output<KernelStack>("kernels");
 }
@@ -539,3 +532,27 @@ TEST(WProjCache, EmptyCacheDirWritesNothing) {
 }
 
 }  // namespace
+
+// What kernels.wproj logs while making the stack for (image_size, cell_arcsec, oversample).
+std::string wproj_log(int image_size, double cell_arcsec, int oversample) {
+  std::ostringstream log;
+  const auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(
+      std::make_shared<spdlog::logger>("capture", std::make_shared<spdlog::sinks::ostream_sink_st>(log)));
+  wproj_stack(image_size, cell_arcsec, oversample);
+  spdlog::set_default_logger(previous);
+  return log.str();
+}
+
+// A 128-pixel image at oversample 16 leaves a 128-point FFT room for supports up to 3, narrower than
+// the kernels: they are truncated, and the log says so and what to change. At oversample 4 they fit.
+TEST(KernelsWproj, WarnsWhenSupportsAreTruncated) {
+  const std::string warned = wproj_log(128, 400, 16);
+  EXPECT_NE(warned.find("16 of 16 planes have kernels wider than the largest support a 128-point FFT holds at "
+                        "oversample 16 (3)"),
+            std::string::npos)
+      << warned;
+  EXPECT_NE(warned.find("lower oversample or raise padding"), std::string::npos) << warned;
+  const std::string quiet = wproj_log(128, 400, 4);
+  EXPECT_EQ(quiet.find("truncated"), std::string::npos) << quiet;
+}

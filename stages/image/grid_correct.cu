@@ -8,10 +8,20 @@
 namespace uvflow {
 namespace {
 
-__global__ void correction_factors(double* corr, int n, int grid_size, int oversample, int sinc_power) {
+// Table::kernel reads plane 0's support and its quarter row 0 from the device.
+__global__ void correction_factors(double* corr, int n, int grid_size, int oversample, grid_correct::Table table,
+                                   const std::int32_t* support, const cfloat* quarter) {
   const int off = (grid_size - n) / 2;
-  for (int x = blockIdx.x * blockDim.x + threadIdx.x; x < n; x += gridDim.x * blockDim.x)
-    corr[x] = grid_correction(x + off, grid_size, oversample, sinc_power);
+  for (int x = blockIdx.x * blockDim.x + threadIdx.x; x < n; x += gridDim.x * blockDim.x) {
+    if (table == grid_correct::Table::kernel) {
+      const int half_size = oversample / 2 + oversample * support[0] + 1;
+      const double r = kernel_table_response(x + off, grid_size, oversample, half_size,
+                                             reinterpret_cast<const float*>(quarter));
+      corr[x] = r > 0 ? 1 / r : 1;
+    } else {
+      corr[x] = grid_correction(x + off, grid_size, oversample, table == grid_correct::Table::sinc2 ? 2 : 1);
+    }
+  }
 }
 
 __global__ void apply(const float* in, const double* corr, float* out, int n) {
@@ -22,17 +32,21 @@ __global__ void apply(const float* in, const double* corr, float* out, int n) {
 
 class GridCorrectCuda : public Stage {
  public:
-  void configure(const Params& p) override { sinc_power_ = grid_correct::sinc_power(p); }
+  void configure(const Params& p) override { table_ = grid_correct::table(p); }
 
   void process(Context& ctx) override {
     auto in = ctx.in<Image>("image");
     auto ks = ctx.in<KernelStack>("kernels");
-    grid_correct::check(*in, *ks, Location::device);
+    grid_correct::check(*in, *ks, Location::device, table_);
     const int n = ks->geom.image_size;
     const device::Stream& stream = ctx.stream();
     auto s = static_cast<cudaStream_t>(stream.native());
     auto corr = Array<double>::device(n, stream);
-    correction_factors<<<(n + 255) / 256, 256, 0, s>>>(corr.data(), n, ks->geom.grid_size, ks->oversample, sinc_power_);
+    const bool kernel = table_ == grid_correct::Table::kernel;
+    if (kernel) grid_correct::warn_if_beyond_horizon(ks->geom);
+    correction_factors<<<(n + 255) / 256, 256, 0, s>>>(corr.data(), n, ks->geom.grid_size, ks->oversample, table_,
+                                                      kernel ? ks->support.data() : nullptr,
+                                                      kernel ? ks->quarter.data() : nullptr);
     device::check_launch("image.grid_correct: correction_factors");
     auto out = std::make_shared<Image>(*in);
     out->pixels = Array<float>::device(std::size_t(n) * n, stream);
@@ -43,7 +57,7 @@ class GridCorrectCuda : public Stage {
   }
 
  private:
-  int sinc_power_ = 1;
+  grid_correct::Table table_ = grid_correct::Table::kernel;
 };
 
 }  // namespace

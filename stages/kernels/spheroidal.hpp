@@ -1,7 +1,7 @@
 // Schwab's rational approximation of the prolate spheroidal wave function (alpha = 1, m = 6), the
-// `grdsf` that casacore and OSKAR use, and the grid correction it implies for w-projection with an
-// oversampled kernel table (WPROJ.md). Shared by kernels.wproj (the kernel taper) and
-// image.grid_correct; callable from CUDA device code too.
+// `grdsf` that casacore and OSKAR use, the grid correction it implies for w-projection with an
+// oversampled kernel table (WPROJ.md), and the exact response of the table itself. Shared by
+// kernels.wproj (the kernel taper) and image.grid_correct; callable from CUDA device code too.
 #pragma once
 
 #include <cmath>
@@ -50,6 +50,42 @@ UVFLOW_HOST_DEVICE inline double grid_correction(int i, int grid_size, int overs
   const double sinc = i == half ? 1.0 : std::sin(x) / x;
   const double v = grdsf(std::fabs(nu)) * (sinc_power == 2 ? sinc * sinc : sinc);
   return v != 0.0 ? 1.0 / v : 1.0;
+}
+
+// The kernel table's own response at grid index i, per axis, relative to the centre's: averaged
+// over a visibility's sub-cell position f (uniform over the cell), the image of it gridded with
+// plane 0 is proportional to r(i_x) r(i_y); the grid's norm already holds the kernel's sum at each
+// sub-cell offset, so the centre stays 1. For f in bin j = round(f o) in [-o/2, o/2] (the end bins
+// are half as wide), the gridder adds K[|k o - j|] to cell k, |k| <= s, which pixel x = i - N/2
+// sees with phase 2 pi (k - f) x / N. grdsf is only what the table approximates: the table holds
+// the taper as conv_size/o screen samples across the grid, truncated at the support, and at
+// oversample 16 on a 320-cell grid that moves a source 110 pixels out by 0.2 % (the case of
+// pipelines/ms_dirty_image.yaml); this is exact for the table. `row0` is plane 0's quarter row 0,
+// K_0[0][m] for m in [0, half_size), as interleaved (re, im); plane 0 is separable (K_0[iy][ix] =
+// K_0[iy][0] K_0[0][ix] / K_0[0][0]), so one row gives both axes.
+UVFLOW_HOST_DEVICE inline double kernel_table_response(int i, int grid_size, int oversample, int half_size,
+                                                       const float* row0) {
+  const int o = oversample, s = (half_size - 1 - o / 2) / o;
+  auto response = [&](int x) {
+    const double t = 2 * M_PI * x / grid_size;
+    double re = 0;
+    for (int j = -o / 2; j <= o / 2; ++j) {
+      // The integral of exp(-i t f) over the bin, f in [a, b].
+      const double a = j == -o / 2 ? -0.5 : (j - 0.5) / o, b = j == o / 2 ? 0.5 : (j + 0.5) / o;
+      const double bin_re = x == 0 ? b - a : (std::sin(t * b) - std::sin(t * a)) / t;
+      const double bin_im = x == 0 ? 0.0 : (std::cos(t * b) - std::cos(t * a)) / t;
+      double sum_re = 0, sum_im = 0;  // sum over k of K[|k o - j|] exp(i t k)
+      for (int k = -s; k <= s; ++k) {
+        const int m = k * o - j < 0 ? j - k * o : k * o - j;
+        const double c = std::cos(t * k), sn = std::sin(t * k);
+        sum_re += row0[2 * m] * c - row0[2 * m + 1] * sn;
+        sum_im += row0[2 * m] * sn + row0[2 * m + 1] * c;
+      }
+      re += sum_re * bin_re - sum_im * bin_im;
+    }
+    return re;
+  };
+  return response(i - grid_size / 2) / response(0);
 }
 
 }  // namespace uvflow

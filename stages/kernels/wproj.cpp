@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -127,13 +128,17 @@ class PlaneTransform {
   fftw::Plan rows_, cols_;
 };
 
-// Support of a plane from its kernel in `buf`: the last j with |K[j][0]| or |K[0][j]| above thr.
-int plane_support(const cfloat* buf, int n, int quarter, int oversample, double thr, int max_support) {
+// Support of a plane from its kernel in `buf`: the last j with |K[j][0]| or |K[0][j]| above thr,
+// capped at max_support (counted in `capped`: a capped kernel is truncated, which costs accuracy).
+int plane_support(const cfloat* buf, int n, int quarter, int oversample, double thr, int max_support,
+                  std::atomic<int>& capped) {
   const double thr2 = thr * thr;
   auto above = [&](cfloat c) { return double(c.real()) * c.real() + double(c.imag()) * c.imag() > thr2; };
   int j = quarter - 1;
   while (j > 0 && !above(buf[std::size_t(j) * n]) && !above(buf[j])) --j;
-  return std::min(1 + int(0.5 + double(j) / oversample), max_support);
+  const int support = 1 + int(0.5 + double(j) / oversample);
+  if (support > max_support) ++capped;
+  return std::min(support, max_support);
 }
 
 // Generates the stack's supports and compacted, normalised quarter kernels.
@@ -159,7 +164,8 @@ void generate(const WProjSizes& z, double threshold, const std::filesystem::path
   const cfloat* k0 = first.buf.get();
   const double thr = threshold * std::abs(std::complex<double>(k0[0]));
   ks.support = Array<std::int32_t>::host(planes);
-  ks.support[0] = plane_support(k0, n, q, o, thr, z.max_support());
+  std::atomic<int> capped = 0;
+  ks.support[0] = plane_support(k0, n, q, o, thr, z.max_support(), capped);
   const int s0 = ks.support[0];
   double norm = 0;
   for (int iy = -s0; iy <= s0; ++iy)
@@ -184,7 +190,7 @@ void generate(const WProjSizes& z, double threshold, const std::filesystem::path
   tbb::parallel_for(1, planes, [&](int p) {
     Scratch& mine = scratch.local();
     transform(p, mine);
-    ks.support[p] = plane_support(mine.buf.get(), n, q, o, thr, z.max_support());
+    ks.support[p] = plane_support(mine.buf.get(), n, q, o, thr, z.max_support(), capped);
     keep(p, mine.buf.get());
   });
   scratch.clear();
@@ -205,6 +211,12 @@ void generate(const WProjSizes& z, double threshold, const std::filesystem::path
       : measure               ? "measured"
                               : "estimated",
       t_plan);
+  if (capped > 0)
+    spdlog::warn("kernels.wproj: {} of {} planes have kernels wider than the largest support a {}-point FFT holds at "
+                 "oversample {} ({}); they are truncated there, which costs accuracy: {}",
+                 capped.load(), planes, n, o, z.max_support(),
+                 z.conv_capped ? "raise max_conv_size or lower oversample"
+                         : "lower oversample or raise padding (the FFT is padding x image_size points)");
 }
 
 // ------------------------------------------------------------------ cache
@@ -342,7 +354,7 @@ class WProj : public Stage {
     // Kernel sizes do not depend on the data: check them now.
     const WProjSizes z = wproj_sizes(s_, Observation{});
     if (z.max_support() < 1)
-      throw ParamError(z.conv_size < int(s_.padding * s_.image_size) ? "max_conv_size" : "image_size",
+      throw ParamError(z.conv_capped ? "max_conv_size" : "image_size",
                        "the kernel FFT size " + std::to_string(z.conv_size) +
                            " leaves no room for a support of 1 at oversample " + std::to_string(s_.oversample) +
                            " (needs at least " + std::to_string(3 * s_.oversample + 4) + ")");
@@ -443,6 +455,7 @@ WProjSizes wproj_sizes(const WProjSettings& s, const Observation& obs) {
   // narrower than the grid correction assumes, which costs about 1 % at the image edge and far
   // more when conv_size/o is small (measured by bench/image_accuracy). 2000 is unchanged.
   z.conv_size = std::min(int(s.padding * s.image_size), s.max_conv_size);
+  z.conv_capped = z.conv_size < int(s.padding * s.image_size);
   z.conv_size -= z.conv_size % (2 * s.oversample);
   z.inner = z.conv_size / s.oversample;
   // WPROJ.md: dl = (2 sin(fov/2) o / image_size) (grid_size / conv_size), 2 sin(fov/2) = image_size sin(cell).

@@ -40,6 +40,7 @@ struct WProjSizes {
   int oversample = 0;
   int planes = 0;
   int conv_size = 0;        // kernel FFT size (even)
+  bool conv_capped = false; // conv_size is max_conv_size, below padding * image_size
   int inner = 0;            // screen samples a side: conv_size / oversample
   double max_w = 0;         // wavelengths
   double w_scale = 0;       // plane k at |w| = k^2 / w_scale

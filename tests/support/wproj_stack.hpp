@@ -1,0 +1,40 @@
+// A real w-projection kernel stack from kernels.wproj, for tests of the stages that read one.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "runtime/harness.hpp"
+#include "runtime/payloads/kernels.hpp"
+#include "runtime/payloads/vis.hpp"
+#include "stages/kernels/wproj.hpp"
+
+namespace uvflow::test {
+
+// The VisSetInfo kernels.wproj reads: an observation with these |w| statistics (wavelengths).
+inline std::shared_ptr<VisSetInfo> w_stats_info(double max_w, double min_w, double rms_w) {
+  auto obs = std::make_shared<Observation>();
+  obs->max_abs_w = max_w;
+  obs->min_abs_w = min_w;
+  obs->rms_abs_w = rms_w;
+  auto info = std::make_shared<VisSetInfo>();
+  info->obs = obs;
+  return info;
+}
+
+// The stack for an image_size^2 image of cell_arcsec cells, uncached; max_w 0 gives w-planes for
+// |w| up to 0.25 / cell.
+inline std::shared_ptr<const KernelStack> wproj_stack(int image_size, double cell_arcsec, int oversample,
+                                                      double padding = 1.2, double max_w = 0) {
+  StageHarness h(kernels_wproj_spec(), "cpu",
+                 {{"image_size", std::int64_t(image_size)},
+                  {"cell_arcsec", cell_arcsec},
+                  {"oversample", std::int64_t(oversample)},
+                  {"padding", padding},
+                  {"cache_dir", std::string()}});
+  h.set_input("info", w_stats_info(max_w, 0, max_w / 2));
+  h.process();
+  return h.output<KernelStack>("kernels");
+}
+
+}  // namespace uvflow::test
