@@ -822,7 +822,11 @@ const StageMetrics& RunReport::stage(std::string_view id) const {
 }
 
 RunReport run_plan(const Plan& plan, const ExecOptions& opts) {
-  g_interrupt.store(false);
+  // An interrupt that arrives before the run starts cancels it; the flag is cleared when the run
+  // ends, so a later run in the same process starts clean.
+  struct ClearInterrupt {
+    ~ClearInterrupt() { g_interrupt.store(false); }
+  } clear;
   Executor ex(plan, opts);
   return ex.run();
 }

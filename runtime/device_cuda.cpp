@@ -162,13 +162,18 @@ void check(cudaError_t e, const char* who, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string(who) + ": " + what + ": " + cudaGetErrorString(e));
 }
 
-int resident_blocks(const void* kernel, int threads, std::size_t dynamic_shm) {
-  int dev = 0, sms = 0, per_sm = 0;
+int multiprocessors() {
+  int dev = 0, sms = 0;
   check(cudaGetDevice(&dev), "cudaGetDevice");
   check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute");
+  return sms;
+}
+
+int resident_blocks(const void* kernel, int threads, std::size_t dynamic_shm) {
+  int per_sm = 0;
   check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, dynamic_shm),
         "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-  return std::max(1, sms * per_sm);
+  return std::max(1, multiprocessors() * per_sm);
 }
 
 }  // namespace uvflow::device

@@ -39,7 +39,12 @@ check "bad input leaves no file" no_files
 # Ctrl-C: a real SIGINT to the process; exit 130, no file, said once.
 "$uvflow" --plugin-path "$plugins" run --no-progress "$src/tests/pipelines/slow.yaml" >out.txt 2>err.txt &
 pid=$!
-sleep 1
+# Once it catches SIGINT (bit 2 of SigCgt: its handler is installed), however loaded the machine.
+for _ in $(seq 600); do
+  caught=$(awk '/^SigCgt:/ {print $2}' /proc/$pid/status 2>/dev/null)
+  [ -n "$caught" ] && (( 0x$caught & 2 )) && break
+  sleep 0.05
+done
 kill -INT $pid
 wait $pid
 rc=$?

@@ -139,3 +139,15 @@ TEST_F(Fixture, InterruptCancelsTheRun) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
   EXPECT_FALSE(std::filesystem::exists(dir / "total.txt"));
 }
+
+// Ctrl-C between loading the plan and starting it (the handler is already installed) is not lost;
+// the next run starts clean.
+TEST_F(Fixture, InterruptBeforeTheRunCancelsItAndOnlyIt) {
+  auto p = plan(linear(), {"src.delay_ms=1", "src.n=5"});
+  std::filesystem::current_path(dir.path());
+  request_interrupt();
+  EXPECT_THROW(run_plan(p), Interrupted);
+  EXPECT_FALSE(std::filesystem::exists(dir / "total.txt"));
+  run_plan(p);
+  EXPECT_TRUE(std::filesystem::exists(dir / "total.txt"));
+}

@@ -65,6 +65,23 @@ TEST_F(GpuImaging, GridToImageMatchesCpu) {
   }
 }
 
+// A grid with nothing in it (norm 0: everything flagged) stops the run on the device as on the cpu.
+TEST_F(GpuImaging, GridToImageRejectsAnEmptyGridAsTheCpuDoes) {
+  auto grid = std::make_shared<Grid>(Grid::zeros_on_host({64, 80, 1e-5}, std::make_shared<Observation>()));
+  for (const char* backend : {"cpu", "cuda"}) {
+    SCOPED_TRACE(backend);
+    StageHarness h(fft_grid_to_image_spec(), backend);
+    h.set_input("grid", std::string(backend) == "cpu" ? std::shared_ptr<const Grid>(grid)
+                                                       : moved(std::shared_ptr<const Grid>(grid), Location::device));
+    try {
+      h.process();
+      ADD_FAILURE() << "no error";
+    } catch (const std::runtime_error& e) {
+      EXPECT_STREQ(e.what(), "fft.grid_to_image: grid norm is 0.000000: no visibility was gridded");
+    }
+  }
+}
+
 TEST_F(GpuImaging, GridCorrectMatchesCpu) {
   std::mt19937 rng(std::random_device{}());
   std::normal_distribution<float> g;

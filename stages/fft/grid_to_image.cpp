@@ -27,6 +27,11 @@ void grid_to_image::check(const Grid& grid, Location where) {
   if (!grid.obs) throw std::runtime_error("fft.grid_to_image: the grid carries no observation (sky coordinates)");
 }
 
+void grid_to_image::check_norm(double norm) {
+  if (!(norm > 0) || !std::isfinite(norm))
+    throw std::runtime_error("fft.grid_to_image: grid norm is " + std::to_string(norm) + ": no visibility was gridded");
+}
+
 SkyWcs grid_to_image::sky_of(const Grid& grid) {
   const Observation& obs = *grid.obs;
   SkyWcs w;
@@ -56,9 +61,7 @@ class GridToImage : public Stage {
     const GridGeometry& g = grid->geom;
     const int N = g.grid_size, n = g.image_size;
     const double norm = grid->norm();
-    if (!(norm > 0) || !std::isfinite(norm))
-      throw std::runtime_error("fft.grid_to_image: grid norm is " + std::to_string(norm) +
-                               ": no visibility was gridded");
+    grid_to_image::check_norm(norm);
 
     // The input is shared: scale and shift into FFTW's buffer, noting which rows hold data.
     auto buf = fftw::alloc(std::size_t(N) * N);

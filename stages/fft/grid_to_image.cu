@@ -1,7 +1,8 @@
 // fft.grid_to_image, cuda backend: the same steps as the cpu backend on the device-resident grid.
-// Scale by 1/norm (read from the grid's device totals, so the host never waits for it) and centre
-// with (-1)^(u+v) into a work copy, cuFFT forward in place, then keep the real part of the central
-// crop with the second (-1)^(x+y).
+// The norm is read back first (the stage's one wait for the device, once per run: a grid with
+// nothing in it must stop the run, as on the cpu); then scale by 1/norm (from the device totals)
+// and centre with (-1)^(u+v) into a work copy, cuFFT forward in place, and keep the real part of
+// the central crop with the second (-1)^(x+y).
 #include <cuda_runtime.h>
 #include <cufft.h>
 
@@ -9,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "runtime/cuda_check.hpp"
 #include "stages/fft/grid_to_image.hpp"
 
 namespace uvflow {
@@ -51,6 +53,10 @@ class GridToImageCuda : public Stage {
     const int N = grid->geom.grid_size, n = grid->geom.image_size;
     const device::Stream& stream = ctx.stream();
     auto s = static_cast<cudaStream_t>(stream.native());
+    double norm = 0;
+    device::copy(&norm, grid->totals.data(), sizeof norm, device::Copy::device_to_host, stream);
+    stream.synchronize();
+    grid_to_image::check_norm(norm);
     if (plan_size_ != N) {
       if (plan_size_) cufftDestroy(plan_);
       plan_size_ = 0;
@@ -65,7 +71,8 @@ class GridToImageCuda : public Stage {
     auto scratch = Array<std::uint8_t>::device(std::max<std::size_t>(work_bytes_, 1), stream);
     check_cufft(cufftSetWorkArea(plan_, scratch.data()), "cufftSetWorkArea");
     auto work = Array<cfloat>::device(std::size_t(N) * N, stream);
-    const int threads = 256, blocks = 4 * 132 * 8;
+    const int threads = 256;
+    const int blocks = device::resident_blocks(reinterpret_cast<const void*>(scale_and_centre), threads);
     scale_and_centre<<<blocks, threads, 0, s>>>(reinterpret_cast<const float2*>(grid->cells.data()), grid->totals.data(),
                                                 reinterpret_cast<float2*>(work.data()), N);
     device::check_launch("fft.grid_to_image: scale_and_centre");

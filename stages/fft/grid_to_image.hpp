@@ -31,6 +31,8 @@ namespace grid_to_image {
 // Throws unless the geometry is usable (even sizes, image no larger than the grid), the arrays
 // match it, the grid is at `where` and carries its observation. Reads no array contents.
 void check(const Grid& grid, Location where);
+// Throws unless the grid's norm is positive and finite (something was gridded).
+void check_norm(double norm);
 // The image's sky coordinates: the observation's phase centre, frequency, bandwidth (first to
 // last channel, edge to edge, as WSClean's CDELT3), telescope and date.
 SkyWcs sky_of(const Grid& grid);

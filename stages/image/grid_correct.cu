@@ -2,6 +2,7 @@
 // host/device function as the cpu backend, stages/kernels/spheroidal.hpp), then applied.
 #include <cuda_runtime.h>
 
+#include "runtime/cuda_check.hpp"
 #include "stages/image/grid_correct.hpp"
 #include "stages/kernels/spheroidal.hpp"
 
@@ -50,7 +51,8 @@ class GridCorrectCuda : public Stage {
     device::check_launch("image.grid_correct: correction_factors");
     auto out = std::make_shared<Image>(*in);
     out->pixels = Array<float>::device(std::size_t(n) * n, stream);
-    apply<<<4 * 132 * 8, 256, 0, s>>>(in->pixels.data(), corr.data(), out->pixels.data(), n);
+    apply<<<device::resident_blocks(reinterpret_cast<const void*>(apply), 256), 256, 0, s>>>(
+        in->pixels.data(), corr.data(), out->pixels.data(), n);
     device::check_launch("image.grid_correct: apply");
     corr.storage()->set_last_writer(stream.record());  // released after `apply` has read it
     ctx.emit("image", out);

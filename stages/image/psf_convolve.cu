@@ -191,7 +191,8 @@ constexpr int kThreads = 256;
 
 // Blocks for a grid-stride loop over n elements: enough to fill the device, no more.
 unsigned flat_blocks(std::int64_t n) {
-  return unsigned(std::clamp<std::int64_t>((n + kThreads - 1) / kThreads, 1, 132 * 16));
+  static const int max_blocks = 16 * device::multiprocessors();
+  return unsigned(std::clamp<std::int64_t>((n + kThreads - 1) / kThreads, 1, max_blocks));
 }
 
 // Blocks for the row loops (blockIdx.y over rows, x over columns).
