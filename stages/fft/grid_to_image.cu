@@ -1,27 +1,28 @@
 // fft.grid_to_image, cuda backend: the same steps as the cpu backend on the device-resident grid.
 // The norm is read back first (the stage's one wait for the device, once per run: a grid with
-// nothing in it must stop the run, as on the cpu); then scale by 1/norm (from the device totals)
-// and centre with (-1)^(u+v) into a work copy, cuFFT forward in place, and keep the real part of
-// the central crop with the second (-1)^(x+y).
+// nothing in it must stop the run, as on the cpu); then scale by 1/norm and centre with (-1)^(u+v)
+// into a work copy, cuFFT forward in place, and keep the real part of the central crop with the
+// second (-1)^(x+y).
 #include <cuda_runtime.h>
 #include <cufft.h>
 
 #include <algorithm>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
 #include "runtime/cuda_check.hpp"
+#include "runtime/cufft_plan.hpp"
 #include "stages/fft/grid_to_image.hpp"
 
 namespace uvflow {
 namespace {
 
-void check_cufft(cufftResult r, const char* what) {
-  if (r != CUFFT_SUCCESS) throw std::runtime_error(std::string("cuFFT error ") + std::to_string(int(r)) + " in " + what);
-}
+constexpr char kWho[] = "fft.grid_to_image (cuda)";
 
-__global__ void scale_and_centre(const float2* cells, const double* totals, float2* out, int N) {
-  const float inv = float(1.0 / totals[0]);
+void check_cufft(cufftResult r, const char* what) { device::check_cufft(r, kWho, what); }
+
+__global__ void scale_and_centre(const float2* cells, float inv, float2* out, int N) {
   const std::int64_t n = std::int64_t(N) * N;
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n; i += std::int64_t(gridDim.x) * blockDim.x) {
     const int u = int(i % N), v = int(i / N);
@@ -43,10 +44,6 @@ __global__ void crop_real(const float2* buf, float* img, int N, int n) {
 
 class GridToImageCuda : public Stage {
  public:
-  ~GridToImageCuda() override {
-    if (plan_size_) cufftDestroy(plan_);
-  }
-
   void process(Context& ctx) override {
     auto grid = ctx.in<Grid>("grid");
     grid_to_image::check(*grid, Location::device);
@@ -58,26 +55,25 @@ class GridToImageCuda : public Stage {
     stream.synchronize();
     grid_to_image::check_norm(norm);
     if (plan_size_ != N) {
-      if (plan_size_) cufftDestroy(plan_);
+      plan_.reset();  // first: a failed make leaves no plan of another size behind
       plan_size_ = 0;
-      // No auto-allocated work area: cuFFT would cudaMalloc it, which waits for the whole device
-      // (up to the end of the gridding). The work area comes from the stream-ordered pool below.
-      check_cufft(cufftCreate(&plan_), "cufftCreate");
-      check_cufft(cufftSetAutoAllocation(plan_, 0), "cufftSetAutoAllocation");
-      check_cufft(cufftMakePlan2d(plan_, N, N, CUFFT_C2C, &work_bytes_), "cufftMakePlan2d");
+      auto plan = std::make_unique<device::FftPlan>(kWho);
+      check_cufft(cufftMakePlan2d(plan->get(), N, N, CUFFT_C2C, &work_bytes_), "cufftMakePlan2d");
+      plan_ = std::move(plan);
       plan_size_ = N;
     }
-    check_cufft(cufftSetStream(plan_, s), "cufftSetStream");
+    check_cufft(cufftSetStream(plan_->get(), s), "cufftSetStream");
+    // The work area comes from the stream-ordered pool (device::FftPlan allocates none).
     auto scratch = Array<std::uint8_t>::device(std::max<std::size_t>(work_bytes_, 1), stream);
-    check_cufft(cufftSetWorkArea(plan_, scratch.data()), "cufftSetWorkArea");
+    check_cufft(cufftSetWorkArea(plan_->get(), scratch.data()), "cufftSetWorkArea");
     auto work = Array<cfloat>::device(std::size_t(N) * N, stream);
     const int threads = 256;
     const int blocks = device::resident_blocks(reinterpret_cast<const void*>(scale_and_centre), threads);
-    scale_and_centre<<<blocks, threads, 0, s>>>(reinterpret_cast<const float2*>(grid->cells.data()), grid->totals.data(),
+    scale_and_centre<<<blocks, threads, 0, s>>>(reinterpret_cast<const float2*>(grid->cells.data()), float(1.0 / norm),
                                                 reinterpret_cast<float2*>(work.data()), N);
     device::check_launch("fft.grid_to_image: scale_and_centre");
     auto* w = reinterpret_cast<cufftComplex*>(work.data());
-    check_cufft(cufftExecC2C(plan_, w, w, CUFFT_FORWARD), "cufftExecC2C");
+    check_cufft(cufftExecC2C(plan_->get(), w, w, CUFFT_FORWARD), "cufftExecC2C");
     auto img = std::make_shared<Image>();
     img->nx = img->ny = n;
     img->pixels = Array<float>::device(std::size_t(n) * n, stream);
@@ -91,7 +87,7 @@ class GridToImageCuda : public Stage {
   }
 
  private:
-  cufftHandle plan_{};
+  std::unique_ptr<device::FftPlan> plan_;
   int plan_size_ = 0;
   std::size_t work_bytes_ = 0;
 };

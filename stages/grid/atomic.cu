@@ -83,8 +83,6 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock) grid_atomic_kernel(cons
   }
 }
 
-void check(cudaError_t e, const char* what) { device::check(e, "grid.atomic (cuda)", what); }
-
 class AtomicCuda final : public Stage {
  public:
   void prepare(PrepareContext& pc) override {

@@ -30,6 +30,7 @@
 #include <string>
 
 #include "runtime/cuda_check.hpp"
+#include "runtime/cufft_plan.hpp"
 #include "stages/image/psf_convolve.hpp"
 
 namespace uvflow {
@@ -39,11 +40,7 @@ using psf_convolve::Method;
 
 void check(cudaError_t e, const char* what) { device::check(e, "image.psf_convolve (cuda)", what); }
 
-void check_cufft(cufftResult r, const char* what) {
-  if (r != CUFFT_SUCCESS)
-    throw std::runtime_error(std::string("image.psf_convolve (cuda): cuFFT error ") + std::to_string(int(r)) + " in " +
-                             what);
-}
+void check_cufft(cufftResult r, const char* what) { device::check_cufft(r, "image.psf_convolve (cuda)", what); }
 
 cudaStream_t raw(const device::Stream& s) { return static_cast<cudaStream_t>(s.native()); }
 
@@ -241,13 +238,14 @@ class Fft : public DeviceConvolver {
       : nx_(nx), ny_(ny), kx_(psf.nx), ky_(psf.ny), px_(psf_convolve::fft_size(nx, psf.nx)),
         py_(psf_convolve::fft_size(ny, psf.ny)), points_(std::int64_t(py_) * (px_ / 2 + 1)) {
     std::size_t fwd_bytes = 0, inv_bytes = 0;
-    check_cufft(cufftMakePlan2d(fwd_.h, py_, px_, CUFFT_R2C, &fwd_bytes), "cufftMakePlan2d (R2C)");
-    check_cufft(cufftMakePlan2d(inv_.h, py_, px_, CUFFT_C2R, &inv_bytes), "cufftMakePlan2d (C2R)");
+    check_cufft(cufftMakePlan2d(fwd_.get(), py_, px_, CUFFT_R2C, &fwd_bytes), "cufftMakePlan2d (R2C)");
+    check_cufft(cufftMakePlan2d(inv_.get(), py_, px_, CUFFT_C2R, &inv_bytes), "cufftMakePlan2d (C2R)");
     work_ = Array<std::uint8_t>::device(std::max<std::size_t>({fwd_bytes, inv_bytes, 1}), s);
     pad_ = Array<float>::device(std::size_t(py_) * px_, s);
     spectrum_ = Array<cfloat>::device(std::size_t(points_), s);
     psf_spectrum_ = Array<cfloat>::device(std::size_t(points_), s);
-    for (const Plan* p : {&fwd_, &inv_}) check_cufft(cufftSetWorkArea(p->h, work_.data()), "cufftSetWorkArea");
+    for (const device::FftPlan* p : {&fwd_, &inv_})
+      check_cufft(cufftSetWorkArea(p->get(), work_.data()), "cufftSetWorkArea");
     on_stream(s);
 
     // The PSF spectrum, once: the PSF zero-padded to the grid, R2C, conjugated (a correlation) and
@@ -256,7 +254,7 @@ class Fft : public DeviceConvolver {
     device::memset_zero(pad_.data(), pad_.bytes(), s);
     place_psf<<<flat_blocks(dpsf.size()), kThreads, 0, raw(s)>>>(dpsf.data(), kx_, ky_, pad_.data(), px_);
     device::check_launch("image.psf_convolve: place_psf");
-    check_cufft(cufftExecR2C(fwd_.h, pad_.data(), as_cufft(psf_spectrum_)), "cufftExecR2C (PSF)");
+    check_cufft(cufftExecR2C(fwd_.get(), pad_.data(), as_cufft(psf_spectrum_)), "cufftExecR2C (PSF)");
     conjugate_and_scale<<<flat_blocks(points_), kThreads, 0, raw(s)>>>(
         reinterpret_cast<float2*>(psf_spectrum_.data()), points_, float(1.0 / (double(px_) * double(py_))));
     device::check_launch("image.psf_convolve: conjugate_and_scale");
@@ -267,11 +265,11 @@ class Fft : public DeviceConvolver {
     on_stream(s);
     wrap_pad<<<row_blocks(px_, py_), kThreads, 0, raw(s)>>>(in, nx_, ny_, kx_, ky_, pad_.data(), px_, py_, bad);
     device::check_launch("image.psf_convolve: wrap_pad");
-    check_cufft(cufftExecR2C(fwd_.h, pad_.data(), as_cufft(spectrum_)), "cufftExecR2C");
+    check_cufft(cufftExecR2C(fwd_.get(), pad_.data(), as_cufft(spectrum_)), "cufftExecR2C");
     multiply<<<flat_blocks(points_), kThreads, 0, raw(s)>>>(reinterpret_cast<float2*>(spectrum_.data()),
                                                             reinterpret_cast<const float2*>(psf_spectrum_.data()), points_);
     device::check_launch("image.psf_convolve: multiply");
-    check_cufft(cufftExecC2R(inv_.h, as_cufft(spectrum_), pad_.data()), "cufftExecC2R");
+    check_cufft(cufftExecC2R(inv_.get(), as_cufft(spectrum_), pad_.data()), "cufftExecC2R");
     crop<<<row_blocks(nx_, ny_), kThreads, 0, raw(s)>>>(pad_.data(), px_, out, nx_, ny_);
     device::check_launch("image.psf_convolve: crop");
   }
@@ -282,30 +280,15 @@ class Fft : public DeviceConvolver {
   }
 
  private:
-  // A cuFFT plan whose work area is set by hand (cuFFT would cudaMalloc its own, which waits for
-  // the whole device): both plans share one from the stream-ordered pool.
-  struct Plan {
-    Plan() {
-      check_cufft(cufftCreate(&h), "cufftCreate");
-      if (const cufftResult r = cufftSetAutoAllocation(h, 0); r != CUFFT_SUCCESS) {
-        cufftDestroy(h);
-        check_cufft(r, "cufftSetAutoAllocation");
-      }
-    }
-    ~Plan() { cufftDestroy(h); }
-    Plan(const Plan&) = delete;
-    Plan& operator=(const Plan&) = delete;
-    cufftHandle h{};
-  };
-
   void on_stream(const device::Stream& s) {
-    for (const Plan* p : {&fwd_, &inv_}) check_cufft(cufftSetStream(p->h, raw(s)), "cufftSetStream");
+    for (const device::FftPlan* p : {&fwd_, &inv_}) check_cufft(cufftSetStream(p->get(), raw(s)), "cufftSetStream");
   }
   static cufftComplex* as_cufft(const Array<cfloat>& a) { return reinterpret_cast<cufftComplex*>(a.data()); }
 
   int nx_, ny_, kx_, ky_, px_, py_;
   std::int64_t points_;  // complex values of the half spectrum
-  Plan fwd_, inv_;
+  // Both share work_, from the stream-ordered pool (device::FftPlan allocates none).
+  device::FftPlan fwd_{"image.psf_convolve (cuda)"}, inv_{"image.psf_convolve (cuda)"};
   Array<std::uint8_t> work_;
   Array<float> pad_;  // the padded frame, then the padded result
   Array<cfloat> spectrum_, psf_spectrum_;

@@ -52,8 +52,6 @@ __global__ void __launch_bounds__(kThreads) sum_of_squares(const double* cells, 
   block_add(sum, out);
 }
 
-void check(cudaError_t e, const char* what) { device::check(e, "uvw.weight_density (cuda)", what); }
-
 class WeightDensityCuda final : public Stage {
  public:
   void configure(const Params& p) override { padding_ = p.number("padding"); }
@@ -68,7 +66,7 @@ class WeightDensityCuda final : public Stage {
     weighting::check_block(*vis, Location::device);
     const device::Stream& stream = ctx.stream();
     if (!density_) {
-      start(*ctx.in<KernelStack>("kernels"), stream);
+      allocate_density(*ctx.in<KernelStack>("kernels"), stream);
       density_->obs = vis->obs;
     }
     const std::int64_t n = std::int64_t(vis->size());
@@ -84,7 +82,7 @@ class WeightDensityCuda final : public Stage {
 
   void finish(Context& ctx) override {
     const device::Stream& stream = ctx.stream();
-    if (!density_) start(*ctx.in<KernelStack>("kernels"), stream);
+    if (!density_) allocate_density(*ctx.in<KernelStack>("kernels"), stream);
     const std::int64_t n = std::int64_t(density_->cells.size());
     sum_of_squares<<<blocks(n), kThreads, 0, static_cast<cudaStream_t>(stream.native())>>>(
         density_->cells.data(), n, density_->totals.data() + 1);
@@ -99,7 +97,7 @@ class WeightDensityCuda final : public Stage {
   }
 
  private:
-  void start(const KernelStack& ks, const device::Stream& stream) {
+  void allocate_density(const KernelStack& ks, const device::Stream& stream) {
     density_ = std::make_shared<WeightDensity>();
     density_->geom = weighting::weight_grid(ks, padding_);
     density_->cells = Array<double>::device(std::size_t(density_->geom.cells()), stream);

@@ -43,8 +43,6 @@ __global__ void apply(const WeightGridGeometry g, std::int64_t n, const float* u
     out[i] = weighting::imaging_weight(weight[i], weight_cell(g, uu[i], vv[i]), cell_weights);
 }
 
-void check(cudaError_t e, const char* what) { device::check(e, "uvw.weighting (cuda)", what); }
-
 class WeightingCuda final : public Stage {
  public:
   void configure(const Params& p) override { s_ = weighting::Settings::of(p); }
