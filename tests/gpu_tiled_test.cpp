@@ -35,20 +35,24 @@ const Variant kVariants[] = {{"uvflow", 32, 32},     {"uvflow", 32, 16},     {"u
 
 class GridTiledGpu : public test::GpuTest {
  protected:
-  // The whole device chain into the cuda gridder; the grid comes back to the host.
-  GridRun grid_on_device(const std::shared_ptr<const KernelStack>& ks, const Blocks& blocks, const Variant& v) {
+  // The whole device chain into the cuda gridder; the grid comes back to the host. With
+  // `cpu_sort`, uvw.w_sort runs on the cpu (which removes off-grid visibilities and counts them in
+  // the block's `skipped`) and its blocks go up to the device chain.
+  GridRun grid_on_device(const std::shared_ptr<const KernelStack>& ks, const Blocks& blocks, const Variant& v,
+                         bool cpu_sort = false) {
     auto dks = moved(std::shared_ptr<const KernelStack>(ks), Location::device);
-    StageHarness sort(uvw_w_sort_spec(), "cuda"), box(uvw_bounding_box_spec(), "cuda"),
+    StageHarness sort(uvw_w_sort_spec(), cpu_sort ? "cpu" : "cuda"), box(uvw_bounding_box_spec(), "cuda"),
         count(tiles_count_spec(), "cuda", {{"tile_u", std::int64_t(v.tile_u)}, {"tile_v", std::int64_t(v.tile_v)}}),
         bucket(tiles_bucket_sort_spec(), "cuda"),
         grid(grid_tiled_spec(), "cuda", {{"variant", std::string(v.name)}, {"entries_per_item", std::int64_t(64)},
                                          {"register_columns", std::int64_t(v.register_columns)}, {"central_box", std::int64_t(1)}, {"nag_blocks_per_central_tile", std::int64_t(50)}});
-    sort.set_input("kernels", dks);
+    sort.set_input("kernels", cpu_sort ? std::shared_ptr<const KernelStack>(ks) : dks);
     grid.set_input("kernels", dks);
     for (std::size_t i = 0; i < blocks.size(); ++i) {
       // Each harness has its own stream and orders its work after its inputs' writers, as a pipeline does.
-      sort.process({{"vis", moved(blocks[i], Location::device)}});
+      sort.process({{"vis", cpu_sort ? blocks[i] : moved(blocks[i], Location::device)}});
       auto placed = sort.output<VisBlock>("vis", i);
+      if (cpu_sort) placed = moved(placed, Location::device);
       box.process({{"vis", placed}});
       count.process({{"vis", placed}, {"box", box.outputs("box")[i]}});
       bucket.process({{"vis", placed}, {"counts", count.outputs("counts")[i]}});
@@ -60,12 +64,12 @@ class GridTiledGpu : public test::GpuTest {
     return {moved(std::shared_ptr<const Grid>(out), Location::host), grid.work()};
   }
 
-  void expect_matches(const std::shared_ptr<const KernelStack>& ks, const Blocks& blocks) {
+  void expect_matches(const std::shared_ptr<const KernelStack>& ks, const Blocks& blocks, bool cpu_sort = false) {
     const RefGrid ref = ref_grid(*ks, blocks);
     for (const Variant& v : kVariants) {
       SCOPED_TRACE(std::string(v.name) + " " + std::to_string(v.tile_u) + "x" + std::to_string(v.tile_v) +
                  " register_columns " + std::to_string(v.register_columns));
-      const GridRun run = grid_on_device(ks, blocks, v);
+      const GridRun run = grid_on_device(ks, blocks, v, cpu_sort);
       EXPECT_LT(relative_frobenius(*run.grid, ref.cells), 1e-5);
       EXPECT_NEAR(run.grid->norm(), ref.norm, 1e-9 * std::abs(ref.norm));
       EXPECT_EQ(run.grid->gridded(), ref.gridded);
@@ -74,7 +78,6 @@ class GridTiledGpu : public test::GpuTest {
       EXPECT_EQ(run.work.updates, ref.updates);
     }
   }
-
 };
 
 std::vector<std::uint64_t> seeds() { return {20261122ULL, std::random_device{}()}; }
@@ -105,6 +108,21 @@ TEST_F(GridTiledGpu, EdgesAndBothSignsOfW) {
       std::shuffle(v.begin(), v.end(), rng);
       expect_matches(ks, {make_block(*ks, v)});
     }
+  }
+}
+
+// Blocks sorted on the cpu carry their off-grid visibilities in `skipped`, not in the block: the
+// cuda gridder must count them as the cpu one does.
+TEST_F(GridTiledGpu, BlocksSortedOnTheCpuKeepTheirSkippedCount) {
+  for (auto seed : seeds()) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    auto ks = random_kernel_stack(rng, 8, 12, 4, 96);
+    build_kernel_layouts(*ks, {.rows = true, .gpu = true});
+    std::int64_t outside = 0;
+    auto v = edge_vis(rng, *ks, &outside);
+    ASSERT_GT(outside, 0);
+    expect_matches(ks, {make_block(*ks, v)}, true);
   }
 }
 

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <complex>
 #include <random>
 #include <string>
@@ -293,11 +294,15 @@ void expect_kernel_corrected(const std::shared_ptr<const KernelStack>& ks, unsig
   std::vector<std::pair<int, int>> pixels = {{0, 0}, {n - 1, 0}, {0, n - 1}, {n - 1, n - 1}, {n / 2, n / 2}};
   for (int i = 0; i < 40; ++i) pixels.push_back({any(rng), any(rng)});
   const int off = (N - n) / 2;
+  int checked = 0;
   for (auto [x, y] : pixels) {
     const long double r = table_response_ref(ks->quarter.data(), ks->half_size(0), s, o, N, x + off, y + off);
+    if (r < 1e-3) continue;  // no usable response (a correction above 1000): the stage leaves <= 0 alone
     const std::size_t i = std::size_t(y) * n + x;
     EXPECT_NEAR(img->pixels[i] / out->pixels[i], double(r), 1e-5) << x << ", " << y;
+    ++checked;
   }
+  EXPECT_GE(checked, 20);  // most: only pixels near the edge of an image nearly as large as its grid drop out
 }
 
 TEST(GridCorrect, KernelTableMatchesItsDefinition) {
@@ -307,13 +312,20 @@ TEST(GridCorrect, KernelTableMatchesItsDefinition) {
 }
 
 TEST(GridCorrect, KernelTableMatchesItsDefinitionOnRandomGeometry) {
-  const unsigned seed = std::random_device{}();
+  // A fresh seed each run; UVFLOW_TEST_SEED replays the one a failure printed.
+  const char* replay = std::getenv("UVFLOW_TEST_SEED");
+  const unsigned seed = replay ? unsigned(std::stoul(replay)) : std::random_device{}();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937 rng(seed);
   for (int trial = 0; trial < 4; ++trial) {
     const int n = 2 * std::uniform_int_distribution<int>(16, 200)(rng);
     const int o = 2 * std::uniform_int_distribution<int>(1, 8)(rng);
     const double padding = std::uniform_real_distribution<double>(1.1, 2.0)(rng);
+    // Room in the kernel FFT (padding x n samples) for supports of at least 2 at this oversampling.
+    if (padding * n < 10 * o + 8) {
+      --trial;
+      continue;
+    }
     // Fields whose grid stays above the horizon (corner l^2 + m^2 < 0.9), where plane 0 is separable.
     const double max_cell = std::asin(2 * std::sqrt(0.45) / wproj_grid_size(n, padding)) * 180 / M_PI * 3600;
     const double cell = std::uniform_real_distribution<double>(10, max_cell)(rng);
@@ -335,7 +347,7 @@ TEST(GridCorrect, KernelTableDiffersFromGrdsfWhereTheTableIsCoarse) {
     return 1 / (kernel_table_response(i, N, 16, ks->half_size(0), row0) * grid_correction(i, N, 16, 1));
   };
   EXPECT_NEAR(ratio(0), 1.0, 1e-6);  // grdsf(0) is 1 to 3e-7
-  EXPECT_GT(std::abs(ratio(110) - 1), 1e-3) << ratio(110);
+  EXPECT_NEAR(ratio(110), 0.99764, 2e-4);  // grdsf's correction is 0.24 % off there
   std::printf("grdsf sinc / kernel table response at 40, 80, 110 pixels: %.5f %.5f %.5f\n", ratio(40), ratio(80),
               ratio(110));
 }

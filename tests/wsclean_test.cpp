@@ -176,9 +176,9 @@ struct Comparison {
 // `near_ties`, a source's peak may be on another pixel than in WSClean's image if WSClean's image
 // ranks that pixel within 0.5 % of its peak: on a random sky the sidelobes of the other sources can
 // put a peak between two pixels whose values differ by less than the 0.5 % allowed, and then
-// either pixel is the peak. Peak values must agree within 0.5 %.
+// either pixel is the peak. Peak values must agree within `peak_bound`.
 Comparison compare(const TempDir& dir, const std::filesystem::path& ms, const std::vector<PointSource>& sky,
-                   const Weighting& w, bool near_ties) {
+                   const Weighting& w, bool near_ties, double peak_bound) {
   SCOPED_TRACE("weighting " + w.wsclean());
   const FitsImage ours = uvflow_image(dir, ms, w);
   const auto wg_file = wsclean_image(dir, ms, w, "-use-wgridder -no-small-inversion", "wgridder");
@@ -204,7 +204,7 @@ Comparison compare(const TempDir& dir, const std::filesystem::path& ms, const st
                   w.wsclean().c_str(), x, y, q.first, q.second, p.first, p.second, 100 * (want / wsclean_there - 1));
     }
     const double error = std::abs(ours.pixels[std::size_t(p.second) * kNpix + p.first] / want - 1);
-    EXPECT_LT(error, 0.005) << "source at (" << x << ", " << y << "): WSClean " << want;
+    EXPECT_LT(error, peak_bound) << "source at (" << x << ", " << y << "): WSClean " << want;
     c.worst_peak_error = std::max(c.worst_peak_error, error);
   }
   EXPECT_LT(c.uvflow_rms, c.wstacking_rms);
@@ -272,11 +272,14 @@ class WscleanComparison : public ::testing::Test {
 
 }  // namespace
 
+// The issue asks 0.5 %; the fixed sky is held to 0.1 % (measured 0.020-0.045 %), which it only
+// meets with kernels oversampled 16 times and the kernel table's own grid correction (at 8 with
+// Schwab's formula: 0.12-0.19 %, its sources near the edge moved by the formula).
 TEST_F(WscleanComparison, FixedSkyNaturalUniformBriggs) {
   SCOPED_TRACE("sky " + sky_to_yaml(kFixedSky, kCellArcsec));
   const auto ms = make_ms(dir_, kFixedSky, 1);
   for (const Weighting& w : {Weighting{"natural"}, Weighting{"uniform"}, Weighting{"briggs", 0}})
-    compare(dir_, ms, kFixedSky, w, false);
+    compare(dir_, ms, kFixedSky, w, false, 0.001);
 }
 
 TEST_F(WscleanComparison, RandomSkyAndFlags) {
@@ -290,9 +293,9 @@ TEST_F(WscleanComparison, RandomSkyAndFlags) {
   const double robust = std::round(std::uniform_real_distribution<double>(-10, 10)(rng)) / 10;
   // Seed 1214170669 once gave 0.529 % (a 0.55 Jy source 86 pixels out, uniform weighting) when the
   // pipeline oversampled its kernels 8 times: the error of gridding at the nearest kernel sample,
-  // spread over the image from the brighter sources. At 16 it gives 0.08 %.
+  // spread over the image from the brighter sources. At 16 it gives 0.092 %.
   for (const Weighting& w : {Weighting{"uniform"}, Weighting{"briggs", robust}})
-    compare(dir_, ms, sky, w, true);
+    compare(dir_, ms, sky, w, true, 0.005);
 }
 
 // WSClean's imaging weights, stored with -store-imaging-weights (the weight of the visibility's

@@ -1,8 +1,8 @@
 // fft.grid_to_image, cuda backend: the same steps as the cpu backend on the device-resident grid.
-// The norm is read back first (the stage's one wait for the device, once per run: a grid with
-// nothing in it must stop the run, as on the cpu); then scale by 1/norm and centre with (-1)^(u+v)
-// into a work copy, cuFFT forward in place, and keep the real part of the central crop with the
-// second (-1)^(x+y).
+// The norm is read back before any kernel runs (the stage's one wait for the device, once per run:
+// a grid with nothing in it must stop the run, as on the cpu); then scale by 1/norm and centre with
+// (-1)^(u+v) into a work copy, cuFFT forward in place, and keep the real part of the central crop
+// with the second (-1)^(x+y).
 #include <cuda_runtime.h>
 #include <cufft.h>
 
@@ -50,11 +50,7 @@ class GridToImageCuda : public Stage {
     const int N = grid->geom.grid_size, n = grid->geom.image_size;
     const device::Stream& stream = ctx.stream();
     auto s = static_cast<cudaStream_t>(stream.native());
-    double norm = 0;
-    device::copy(&norm, grid->totals.data(), sizeof norm, device::Copy::device_to_host, stream);
-    stream.synchronize();
-    grid_to_image::check_norm(norm);
-    if (plan_size_ != N) {
+    if (plan_size_ != N) {  // host work: before the wait below, so that it overlaps the gridding
       plan_.reset();  // first: a failed make leaves no plan of another size behind
       plan_size_ = 0;
       auto plan = std::make_unique<device::FftPlan>(kWho);
@@ -67,6 +63,10 @@ class GridToImageCuda : public Stage {
     auto scratch = Array<std::uint8_t>::device(std::max<std::size_t>(work_bytes_, 1), stream);
     check_cufft(cufftSetWorkArea(plan_->get(), scratch.data()), "cufftSetWorkArea");
     auto work = Array<cfloat>::device(std::size_t(N) * N, stream);
+    double norm = 0;
+    device::copy(&norm, grid->totals.data(), sizeof norm, device::Copy::device_to_host, stream);
+    stream.synchronize();
+    grid_to_image::check_norm(norm);
     const int threads = 256;
     const int blocks = device::resident_blocks(reinterpret_cast<const void*>(scale_and_centre), threads);
     scale_and_centre<<<blocks, threads, 0, s>>>(reinterpret_cast<const float2*>(grid->cells.data()), float(1.0 / norm),

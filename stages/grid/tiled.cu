@@ -23,6 +23,7 @@
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 
+#include <algorithm>
 #include <bit>
 
 #include <stdexcept>
@@ -84,10 +85,12 @@ __device__ inline void atomic_add(float2* p, float2 v) {
 // ---------------------------------------------------------------- totals (all variants)
 
 // norm, gridded and skipped counts into Grid::totals, visibilities and updates into the stage's
-// device work counter: one pass over the placed block, independent of the tiling.
+// device work counter: one pass over the placed block, independent of the tiling. `carried`: the
+// block's own skipped count (what a cpu uvw.w_sort removed), added once.
 __global__ void totals_kernel(const GridCoord* coords, const float* weight, std::int64_t n, const double* fsum, int o,
-                              double* totals, double* work) {
-  double norm = 0, gridded = 0, skipped = 0, updates = 0;
+                              double carried, double* totals, double* work) {
+  double norm = 0, gridded = 0, updates = 0;
+  double skipped = blockIdx.x == 0 && threadIdx.x == 0 ? carried : 0;
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n; i += std::int64_t(gridDim.x) * blockDim.x) {
     const GridCoord c = coords[i];
     if (c.plane < 0) {
@@ -519,9 +522,7 @@ class TiledCuda final : public Stage {
 
   void prepare(PrepareContext& pc) override {
     if (pc.dry_run) return;
-    int dev = 0;
-    check(cudaGetDevice(&dev), "cudaGetDevice");
-    check(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute");
+    sms_ = device::multiprocessors();
     // The uvflow kernel holds kUvflowWarps tiles of 32 x tile_v cells in shared memory.
     check(cudaFuncSetAttribute(uvflow_kernel<16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                kUvflowWarps * 32 * 16 * int(sizeof(float2))),
@@ -543,9 +544,10 @@ class TiledCuda final : public Stage {
     const auto* coords = vis.coords.data();
     const auto* val = reinterpret_cast<const float2*>(vis.vis.data());
     const float* weight = vis.weight.data();
-    if (n > 0) {
-      totals_kernel<<<std::min<std::int64_t>((n + 255) / 256, 4 * sms_), 256, 0, s>>>(
-          coords, weight, n, ks->footprint_sum.data(), ks->oversample, grid_->totals.data(), work_.data());
+    if (n > 0 || vis.skipped > 0) {
+      totals_kernel<<<std::clamp<std::int64_t>((n + 255) / 256, 1, 4 * sms_), 256, 0, s>>>(
+          coords, weight, n, ks->footprint_sum.data(), ks->oversample, double(vis.skipped), grid_->totals.data(),
+          work_.data());
       device::check_launch("grid.tiled: totals_kernel");
     }
     const TileLayout& l = b->layout;

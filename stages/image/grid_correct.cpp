@@ -59,15 +59,11 @@ class GridCorrect : public Stage {
     const int off = (g.grid_size - n) / 2;
     if (table_ == grid_correct::Table::kernel) grid_correct::warn_if_beyond_horizon(g);
     std::vector<double> corr(n);
-    using grid_correct::Table;
+    const bool kernel = table_ == grid_correct::Table::kernel;
+    const int support0 = kernel ? ks->support[0] : 0;
+    const auto* row0 = kernel ? reinterpret_cast<const float*>(ks->quarter.data()) : nullptr;  // plane 0 starts the stack
     for (int x = 0; x < n; ++x)
-      if (table_ == Table::kernel) {
-        const auto* row0 = reinterpret_cast<const float*>(ks->quarter.data());  // plane 0 starts the stack
-        const double r = kernel_table_response(x + off, g.grid_size, ks->oversample, ks->half_size(0), row0);
-        corr[x] = r > 0 ? 1 / r : 1;
-      } else {
-        corr[x] = grid_correction(x + off, g.grid_size, ks->oversample, table_ == Table::sinc2 ? 2 : 1);
-      }
+      corr[x] = grid_correct::factor(table_, x + off, g.grid_size, ks->oversample, support0, row0);
 
     auto out = std::make_shared<Image>(*in);
     out->pixels = Array<float>::host(std::size_t(n) * n, pinned_);

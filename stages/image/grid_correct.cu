@@ -13,16 +13,10 @@ namespace {
 __global__ void correction_factors(double* corr, int n, int grid_size, int oversample, grid_correct::Table table,
                                    const std::int32_t* support, const cfloat* quarter) {
   const int off = (grid_size - n) / 2;
-  for (int x = blockIdx.x * blockDim.x + threadIdx.x; x < n; x += gridDim.x * blockDim.x) {
-    if (table == grid_correct::Table::kernel) {
-      const int half_size = oversample / 2 + oversample * support[0] + 1;
-      const double r = kernel_table_response(x + off, grid_size, oversample, half_size,
-                                             reinterpret_cast<const float*>(quarter));
-      corr[x] = r > 0 ? 1 / r : 1;
-    } else {
-      corr[x] = grid_correction(x + off, grid_size, oversample, table == grid_correct::Table::sinc2 ? 2 : 1);
-    }
-  }
+  const int support0 = support ? support[0] : 0;
+  for (int x = blockIdx.x * blockDim.x + threadIdx.x; x < n; x += gridDim.x * blockDim.x)
+    corr[x] = grid_correct::factor(table, x + off, grid_size, oversample, support0,
+                                   reinterpret_cast<const float*>(quarter));
 }
 
 __global__ void apply(const float* in, const double* corr, float* out, int n) {

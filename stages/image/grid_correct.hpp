@@ -18,6 +18,7 @@
 #include "runtime/payloads/image.hpp"
 #include "runtime/payloads/kernels.hpp"
 #include "runtime/stage.hpp"
+#include "stages/kernels/spheroidal.hpp"
 
 namespace uvflow {
 
@@ -34,6 +35,14 @@ Table table(const Params& p);
 // Throws unless the image is square with the kernels' image size and lives at `where`, and, for
 // Table::kernel, the stack holds plane 0.
 void check(const Image& img, const KernelStack& ks, Location where, Table t);
+// The factor pixels at grid index i are multiplied by, per axis. Table::kernel reads plane 0's
+// support and quarter row 0 (`row0`, interleaved re, im); the others read neither.
+UVFLOW_HOST_DEVICE inline double factor(Table t, int i, int grid_size, int oversample, int support0, const float* row0) {
+  if (t != Table::kernel) return grid_correction(i, grid_size, oversample, t == Table::sinc2 ? 2 : 1);
+  const double r = kernel_table_response(i, grid_size, oversample, oversample / 2 + oversample * support0 + 1, row0);
+  return r > 0 ? 1 / r : 1;  // no response at all: left as it is, as grid_correction does
+}
+
 // Warns when the grid's corners lie beyond the horizon (l^2 + m^2 >= 1), where kernels.wproj's
 // screen is cut and plane 0 is no longer separable: Table::kernel is approximate there.
 void warn_if_beyond_horizon(const GridGeometry& g);
