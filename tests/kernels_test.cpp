@@ -533,26 +533,34 @@ TEST(WProjCache, EmptyCacheDirWritesNothing) {
 
 }  // namespace
 
-// What kernels.wproj logs while making the stack for (image_size, cell_arcsec, oversample).
-std::string wproj_log(int image_size, double cell_arcsec, int oversample) {
+// What kernels.wproj logs while making the stack for (image_size, cell_arcsec, oversample), cached
+// in cache_dir ("": uncached).
+std::string wproj_log(int image_size, double cell_arcsec, int oversample, const std::string& cache_dir = "") {
   std::ostringstream log;
   const auto previous = spdlog::default_logger();
   spdlog::set_default_logger(
       std::make_shared<spdlog::logger>("capture", std::make_shared<spdlog::sinks::ostream_sink_st>(log)));
-  wproj_stack(image_size, cell_arcsec, oversample);
+  wproj_stack(image_size, cell_arcsec, oversample, 1.2, 0, cache_dir);
   spdlog::set_default_logger(previous);
   return log.str();
 }
 
 // A 128-pixel image at oversample 16 leaves a 128-point FFT room for supports up to 3, narrower than
-// the kernels: they are truncated, and the log says so and what to change. At oversample 4 they fit.
+// the kernels: they are truncated, and the log says so and what to change, whether the stack was
+// made or read from the cache. At oversample 4 they fit.
 TEST(KernelsWproj, WarnsWhenSupportsAreTruncated) {
-  const std::string warned = wproj_log(128, 400, 16);
-  EXPECT_NE(warned.find("16 of 16 planes have kernels wider than the largest support a 128-point FFT holds at "
-                        "oversample 16 (3)"),
-            std::string::npos)
-      << warned;
-  EXPECT_NE(warned.find("lower oversample or raise padding"), std::string::npos) << warned;
+  TempDir dir;
+  const std::string cache = (dir / "kernels").string();
+  for (const char* run : {"made", "from the cache"}) {
+    SCOPED_TRACE(run);
+    const std::string warned = wproj_log(128, 400, 16, cache);
+    EXPECT_NE(warned.find("16 of 16 planes have kernels wider than the largest support a 128-point FFT holds at "
+                          "oversample 16 (3)"),
+              std::string::npos)
+        << warned;
+    EXPECT_NE(warned.find("lower oversample or raise padding"), std::string::npos) << warned;
+  }
+  EXPECT_NE(wproj_log(128, 400, 16, cache).find("loaded from"), std::string::npos);
   const std::string quiet = wproj_log(128, 400, 4);
   EXPECT_EQ(quiet.find("truncated"), std::string::npos) << quiet;
 }

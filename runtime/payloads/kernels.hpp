@@ -18,6 +18,7 @@ struct KernelStack : PayloadOf<KernelStack, kKernelStack> {
   double w_scale = 0;      // plane k sits at |w| = k^2 / w_scale
   double max_w = 0;        // wavelengths, as used for the plane count
   int max_support = 0;     // largest support: a host value even when the arrays are on a device
+  int truncated_planes = 0;  // planes whose kernel is wider than the stack's cap on the support
 
   // support[p]: half-width in grid cells; a visibility touches (2s+1)^2 cells.
   Array<std::int32_t> support;

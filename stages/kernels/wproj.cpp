@@ -26,7 +26,7 @@ namespace {
 constexpr double kArcsec = M_PI / (180.0 * 3600.0);
 constexpr int kMaxPlanes = 32767;  // GridCoord::plane is 16 bits
 // Bump when the stack's definition or the file layout changes: old cache files are then ignored.
-constexpr std::uint32_t kCacheVersion = 1;
+constexpr std::uint32_t kCacheVersion = 2;  // 2: truncated_planes after the supports
 constexpr char kCacheMagic[8] = {'U', 'V', 'F', 'W', 'P', 'R', 'O', 'J'};
 // FFTW_MEASURE plans (serial) cost about 50 single-threaded plane transforms and make each about
 // 1.6x faster (conv_size 2000 on 16 cores: 0.4-0.8 s of planning, 2.6 -> 1.6 ms per plane): worth it
@@ -211,12 +211,17 @@ void generate(const WProjSizes& z, double threshold, const std::filesystem::path
       : measure               ? "measured"
                               : "estimated",
       t_plan);
-  if (capped > 0)
+  ks.truncated_planes = capped.load();
+}
+
+// Said whether the stack was made or read from the cache.
+void warn_if_truncated(const WProjSizes& z, const KernelStack& ks) {
+  if (ks.truncated_planes > 0)
     spdlog::warn("kernels.wproj: {} of {} planes have kernels wider than the largest support a {}-point FFT holds at "
                  "oversample {} ({}); they are truncated there, which costs accuracy: {}",
-                 capped.load(), planes, n, o, z.max_support(),
+                 ks.truncated_planes, z.planes, z.conv_size, z.oversample, z.max_support(),
                  z.conv_capped ? "raise max_conv_size or lower oversample"
-                         : "lower oversample or raise padding (the FFT is padding x image_size points)");
+                               : "lower oversample or raise padding (the FFT is padding x image_size points)");
 }
 
 // ------------------------------------------------------------------ cache
@@ -264,7 +269,8 @@ std::filesystem::path cache_file(const std::filesystem::path& dir, const std::st
   return dir / name;
 }
 
-// File: key, support[planes] (int32), count (uint64), quarter[count] (complex64), checksum (uint64).
+// File: key, support[planes] (int32), truncated planes (int32), count (uint64), quarter[count]
+// (complex64), checksum (uint64).
 // Returns why the file cannot be used, or "" when `ks` was filled from it.
 std::string read_cache(const std::filesystem::path& file, const std::string& key, int planes, int oversample,
                        KernelStack& ks, bool pinned) {
@@ -275,9 +281,12 @@ std::string read_cache(const std::filesystem::path& file, const std::string& key
   if (head != key) return "made with other parameters or by another format version";
   auto support = Array<std::int32_t>::host(planes);
   std::uint64_t count = 0, checksum = 0;
+  std::int32_t truncated = 0;
   if (!f.read(reinterpret_cast<char*>(support.data()), std::streamsize(planes * sizeof(std::int32_t))) ||
+      !f.read(reinterpret_cast<char*>(&truncated), sizeof truncated) ||
       !f.read(reinterpret_cast<char*>(&count), sizeof count))
     return "truncated supports";
+  if (truncated < 0 || truncated > planes) return "invalid count of truncated planes " + std::to_string(truncated);
   for (auto s : support)
     if (s < 1) return "invalid support " + std::to_string(s);
   std::int64_t expected = 0;
@@ -291,10 +300,12 @@ std::string read_cache(const std::filesystem::path& file, const std::string& key
   if (f.peek() != std::ifstream::traits_type::eof()) return "trailing bytes";
   std::uint64_t h = hash_bytes(key.data(), key.size());
   h = hash_bytes(support.data(), planes * sizeof(std::int32_t), h);
+  h = hash_bytes(&truncated, sizeof truncated, h);
   h = hash_bytes(&count, sizeof count, h);
   h = hash_bytes(quarter.data(), count * sizeof(cfloat), h);
   if (h != checksum) return "checksum mismatch (corrupt file)";
   ks.support = support;
+  ks.truncated_planes = truncated;
   ks.quarter = quarter;
   return "";
 }
@@ -305,8 +316,10 @@ void write_cache(const std::filesystem::path& file, const std::string& key, cons
   auto tmp = file;
   tmp += ".tmp-" + std::to_string(getpid()) + "-" + std::to_string(rd());
   const std::uint64_t count = ks.quarter.size();
+  const std::int32_t truncated = ks.truncated_planes;
   std::uint64_t h = hash_bytes(key.data(), key.size());
   h = hash_bytes(ks.support.data(), ks.support.size() * sizeof(std::int32_t), h);
+  h = hash_bytes(&truncated, sizeof truncated, h);
   h = hash_bytes(&count, sizeof count, h);
   h = hash_bytes(ks.quarter.data(), count * sizeof(cfloat), h);
   bool ok;
@@ -315,6 +328,7 @@ void write_cache(const std::filesystem::path& file, const std::string& key, cons
     f.write(key.data(), std::streamsize(key.size()));
     f.write(reinterpret_cast<const char*>(ks.support.data()),
             std::streamsize(ks.support.size() * sizeof(std::int32_t)));
+    f.write(reinterpret_cast<const char*>(&truncated), sizeof truncated);
     f.write(reinterpret_cast<const char*>(&count), sizeof count);
     f.write(reinterpret_cast<const char*>(ks.quarter.data()), std::streamsize(count * sizeof(cfloat)));
     f.write(reinterpret_cast<const char*>(&h), sizeof h);
@@ -398,6 +412,7 @@ class WProj : public Stage {
                layouts_.pinned);
       if (!file.empty()) write_cache(file, key, *ks);
     }
+    warn_if_truncated(z, *ks);
     build_kernel_layouts(*ks, layouts_);
     ctx.emit("kernels", ks);
   }

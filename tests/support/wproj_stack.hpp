@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "runtime/harness.hpp"
 #include "runtime/payloads/kernels.hpp"
@@ -22,16 +23,17 @@ inline std::shared_ptr<VisSetInfo> w_stats_info(double max_w, double min_w, doub
   return info;
 }
 
-// The stack for an image_size^2 image of cell_arcsec cells, uncached; max_w 0 gives w-planes for
-// |w| up to 0.25 / cell.
+// The stack for an image_size^2 image of cell_arcsec cells, cached in cache_dir ("": uncached);
+// max_w 0 gives w-planes for |w| up to 0.25 / cell.
 inline std::shared_ptr<const KernelStack> wproj_stack(int image_size, double cell_arcsec, int oversample,
-                                                      double padding = 1.2, double max_w = 0) {
+                                                      double padding = 1.2, double max_w = 0,
+                                                      const std::string& cache_dir = "") {
   StageHarness h(kernels_wproj_spec(), "cpu",
                  {{"image_size", std::int64_t(image_size)},
                   {"cell_arcsec", cell_arcsec},
                   {"oversample", std::int64_t(oversample)},
                   {"padding", padding},
-                  {"cache_dir", std::string()}});
+                  {"cache_dir", cache_dir}});
   h.set_input("info", w_stats_info(max_w, 0, max_w / 2));
   h.process();
   return h.output<KernelStack>("kernels");
