@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <complex>
 #include <cstring>
@@ -19,6 +20,7 @@
 
 #include "runtime/error.hpp"
 #include "runtime/harness.hpp"
+#include "stages/fft/fftw.hpp"
 #include "stages/kernels/spheroidal.hpp"
 #include "stages/kernels/wproj.hpp"
 #include "tests/support/spheroidal_ref.hpp"
@@ -563,4 +565,17 @@ TEST(KernelsWproj, WarnsWhenSupportsAreTruncated) {
   EXPECT_NE(wproj_log(128, 400, 16, cache).find("loaded from"), std::string::npos);
   const std::string quiet = wproj_log(128, 400, 4);
   EXPECT_EQ(quiet.find("truncated"), std::string::npos) << quiet;
+}
+
+// FFTW wisdom goes into a folder made for it, and a file that already holds it is not rewritten
+// (every stage that plans exports at the end of its planning).
+TEST(FftwWisdom, ExportMakesTheFolderAndLeavesAnUnchangedFileAlone) {
+  TempDir dir;
+  const auto file = dir / "a" / "b" / "fftwf.wisdom";
+  ASSERT_TRUE(fftw::export_wisdom(file));
+  ASSERT_TRUE(std::filesystem::exists(file));
+  const auto past = std::filesystem::file_time_type::clock::now() - std::chrono::hours(24);
+  std::filesystem::last_write_time(file, past);
+  ASSERT_TRUE(fftw::export_wisdom(file));
+  EXPECT_EQ(std::filesystem::last_write_time(file), past);
 }

@@ -389,6 +389,14 @@ TEST(ColumnGain, GainVectorMustMatchTheFrameWidth) {
       "expected a 1-D array or a 1 x W image of gains, found 36 x 2");
 }
 
+TEST(ColumnGain, FrameWhosePixelsAreNotNxTimesNyIsRefused) {
+  StageHarness h(column_gain_spec(), "cpu", {{"gain", 1.25}});
+  auto frame = blank(37, 11);
+  frame->index = 3;
+  frame->nx = 40;
+  expect_input_error([&] { h.process({{"frame", frame}}); }, "frame 3 has 407 pixels, not nx * ny = 40 x 11");
+}
+
 // ---------------------------------------------------------------- pipelines
 
 struct Pipelines : ::testing::Test {

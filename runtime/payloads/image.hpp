@@ -25,6 +25,8 @@ struct Image : PayloadOf<Image, kImage> {
   int nx = 0, ny = 0;
   Array<float> pixels;            // [y][x], x fastest; row 0 is the bottom (FITS order)
   std::optional<SkyWcs> wcs;
+  // Whether the pixel array holds nx * ny pixels of a non-empty image.
+  bool consistent() const { return nx > 0 && ny > 0 && pixels.size() == std::size_t(nx) * std::size_t(ny); }
   template <class F> void each_array(F&& f) { f(pixels); }
 };
 

@@ -6,9 +6,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <fstream>
 #include <mutex>
 #include <new>
 #include <random>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -70,15 +73,32 @@ bool import_wisdom(const std::filesystem::path& file) {
 }
 
 bool export_wisdom(const std::filesystem::path& file) {
+  std::string wisdom;
+  {
+    std::lock_guard lk(planner_mutex());
+    char* w = fftwf_export_wisdom_to_string();
+    if (!w) return false;
+    wisdom = w;
+    std::free(w);
+  }
+  {  // Unchanged (every plan came from it): nothing to write.
+    std::ifstream in(file, std::ios::binary);
+    std::stringstream old;
+    old << in.rdbuf();
+    if (in && old.str() == wisdom) return true;
+  }
+  std::error_code ec;
+  if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path(), ec);
   std::random_device rd;
   auto tmp = file;
   tmp += ".tmp-" + std::to_string(getpid()) + "-" + std::to_string(rd());
   bool ok;
   {
-    std::lock_guard lk(planner_mutex());
-    ok = fftwf_export_wisdom_to_filename(tmp.c_str()) != 0;
+    std::ofstream out(tmp, std::ios::binary);
+    out << wisdom;
+    out.close();
+    ok = bool(out);
   }
-  std::error_code ec;
   if (ok) std::filesystem::rename(tmp, file, ec);
   if (ok && !ec) return true;
   std::filesystem::remove(tmp, ec);

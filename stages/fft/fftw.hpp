@@ -31,7 +31,8 @@ Plan plan(int threads, const std::function<fftwf_plan()>& make);
 Plan plan_or_throw(int threads, const std::function<fftwf_plan()>& make, const char* what);
 
 // Wisdom: plans measured once, reused by later runs. Import of a missing or unreadable file
-// returns false; export writes a temporary file and renames it (concurrent runs never see half a file).
+// returns false; export writes nothing when the file already holds this wisdom, else creates the
+// folder and writes a temporary file that it renames (concurrent runs never see half a file).
 bool import_wisdom(const std::filesystem::path& file);
 bool export_wisdom(const std::filesystem::path& file);
 

@@ -44,6 +44,12 @@ void Gains::load() {
       throw InputError(where_ + ": the gain of column " + std::to_string(x) + " is not a finite number");
 }
 
+void check_frame(const Image& frame) {
+  if (!frame.consistent())
+    throw InputError("frame " + std::to_string(frame.index) + " has " + std::to_string(frame.pixels.size()) +
+                     " pixels, not nx * ny = " + std::to_string(frame.nx) + " x " + std::to_string(frame.ny));
+}
+
 std::vector<float> Gains::of_frame(int nx, std::int64_t index) const {
   if (source_ == "file") {
     if (std::size_t(nx) != file_gains_.size())
@@ -71,6 +77,7 @@ class ColumnGain : public Stage {
 
   void process(Context& ctx) override {
     auto in = ctx.in<Image>("frame");
+    column_gain::check_frame(*in);
     const int nx = in->nx;
     const std::vector<float> gains = gains_.of_frame(nx, in->index);
     const float* g = gains.data();

@@ -29,6 +29,7 @@ class ColumnGainCuda : public Stage {
 
   void process(Context& ctx) override {
     auto in = ctx.in<Image>("frame");
+    column_gain::check_frame(*in);
     if (in->pixels.location() != Location::device)
       throw std::runtime_error("image.column_gain (cuda): the frame is not in device memory");
     const device::Stream& stream = ctx.stream();
@@ -46,11 +47,9 @@ class ColumnGainCuda : public Stage {
       width_ = in->nx;
     }
     const dim3 grid(unsigned(std::min((in->nx + kThreads - 1) / kThreads, 64)), unsigned(std::min(in->ny, 65535)));
-    if (in->nx > 0 && in->ny > 0) {
-      apply_gains<<<grid, kThreads, 0, static_cast<cudaStream_t>(stream.native())>>>(
-          in->pixels.data(), device_gains_.data(), out->pixels.data(), in->nx, in->ny);
-      device::check_launch("image.column_gain: apply_gains");
-    }
+    apply_gains<<<grid, kThreads, 0, static_cast<cudaStream_t>(stream.native())>>>(
+        in->pixels.data(), device_gains_.data(), out->pixels.data(), in->nx, in->ny);
+    device::check_launch("image.column_gain: apply_gains");
     device_gains_.storage()->set_last_writer(stream.record());  // freed after the last frame read them
     ctx.emit("frame", out);
   }

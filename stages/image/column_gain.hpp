@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/payloads/image.hpp"
 #include "runtime/stage.hpp"
 
 namespace uvflow {
@@ -35,6 +36,9 @@ namespace column_gain {
 
 // Where the gains come from, shared by the backends so that they accept the same parameters and
 // files and reject the same frames.
+// Throws InputError unless the frame's pixels are nx * ny of a non-empty frame.
+void check_frame(const Image& frame);
+
 class Gains {
  public:
   void configure(const Params& p);  // throws ParamError

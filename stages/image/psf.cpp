@@ -9,7 +9,7 @@ namespace uvflow {
 namespace psf {
 
 void validate(const Image& psf, const std::string& where) {
-  if (psf.nx <= 0 || psf.ny <= 0 || psf.pixels.size() != std::size_t(psf.nx) * psf.ny)
+  if (!psf.consistent())
     throw InputError(where + ": PSF has no pixels (" + std::to_string(psf.nx) + " x " + std::to_string(psf.ny) + ")");
   bool nonzero = false;
   for (std::size_t i = 0; i < psf.pixels.size(); ++i) {

@@ -26,7 +26,7 @@ std::string size_text(int nx, int ny) { return std::to_string(nx) + " x " + std:
 }  // namespace
 
 void StreamCheck::check(const Image& frame, std::int64_t item, const Image& psf) {
-  if (frame.nx <= 0 || frame.ny <= 0 || frame.pixels.size() != std::size_t(frame.nx) * frame.ny)
+  if (!frame.consistent())
     throw InputError("frame " + std::to_string(item) + " has " + std::to_string(frame.pixels.size()) +
                      " pixels, not nx * ny = " + size_text(frame.nx, frame.ny));
   if (first_ < 0) {
@@ -241,11 +241,8 @@ class Fft : public Convolver {
                                    "the inverse row transform");
     col_fwd_ = fftw::plan_or_throw(1, [&] { return column_plan(b0, FFTW_FORWARD); }, "the column transform");
     col_inv_ = fftw::plan_or_throw(1, [&] { return column_plan(b0, FFTW_BACKWARD); }, "the inverse column transform");
-    if (!wisdom.empty()) {
-      std::error_code ec;
-      std::filesystem::create_directories(std::filesystem::path(wisdom).parent_path(), ec);
-      if (!fftw::export_wisdom(wisdom)) spdlog::warn("image.psf_convolve: could not write FFTW wisdom to {}", wisdom);
-    }
+    if (!wisdom.empty() && !fftw::export_wisdom(wisdom))
+      spdlog::warn("image.psf_convolve: could not write FFTW wisdom to {}", wisdom);
     // The PSF spectrum: the zero-padded PSF's rows k < kY (the others are zero), then the columns.
     std::fill(spec_.get(), spec_.get() + blocks_ * block_size_, cfloat(0));
     std::fill(sc.real(), sc.real() + px_, 0.0f);
@@ -339,6 +336,8 @@ class PsfConvolveCpu : public Stage {
     wisdom_ = p.string("wisdom");
   }
 
+  void prepare(PrepareContext& pc) override { pinned_ = pc.pinned("frame"); }
+
   void process(Context& ctx) override {
     auto frame = ctx.in<Image>("frame");
     auto psf = ctx.in<Image>("psf");
@@ -350,12 +349,8 @@ class PsfConvolveCpu : public Stage {
       else
         conv_ = std::make_unique<Fft>(frame->nx, frame->ny, *psf, wisdom_);
     }
-    auto out = std::make_shared<Image>();
-    out->index = frame->index;
-    out->nx = frame->nx;
-    out->ny = frame->ny;
-    out->wcs = frame->wcs;
-    out->pixels = Array<float>::host(frame->pixels.size());
+    auto out = std::make_shared<Image>(*frame);  // the frame's index, size and any WCS
+    out->pixels = Array<float>::host(frame->pixels.size(), pinned_);
     if (const int row = conv_->run(frame->pixels.data(), out->pixels.data()); row >= 0) {
       const float* p = frame->pixels.data() + std::size_t(row) * frame->nx;
       const int x = int(std::find_if(p, p + frame->nx, [](float v) { return !std::isfinite(v); }) - p);
@@ -369,6 +364,7 @@ class PsfConvolveCpu : public Stage {
 
  private:
   std::string method_, wisdom_;
+  bool pinned_ = false;
   psf_convolve::StreamCheck check_;
   std::unique_ptr<Convolver> conv_;
 };

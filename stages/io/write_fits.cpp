@@ -63,7 +63,7 @@ class WriteFits : public Stage {
   void process(Context& ctx) override {
     auto img = ctx.in<Image>("image");
     require_index_for_streams(path_, ctx.item());
-    if (img->nx <= 0 || img->ny <= 0 || img->pixels.size() != std::size_t(img->nx) * img->ny)
+    if (!img->consistent())
       throw std::runtime_error("image " + std::to_string(img->index) + " has inconsistent size");
     const std::string final_path = expand_index(path_, img->index);
     const std::string tmp = ctx.output_file(final_path).string();
