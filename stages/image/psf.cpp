@@ -64,8 +64,9 @@ class Psf : public Stage {
     }
   }
 
-  std::int64_t stream_length() const override { return 1; }
-  void process(Context& ctx) override { ctx.emit("psf", psf_); }
+  // The PSF is a `once` output known up front: emitted before any stream, and no items follow.
+  void start(Context& ctx) override { ctx.emit("psf", psf_); }
+  void process(Context&) override {}
 
  private:
   void model() {

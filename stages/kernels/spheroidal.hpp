@@ -59,7 +59,7 @@ UVFLOW_HOST_DEVICE inline double grid_correction(int i, int grid_size, int overs
 // are half as wide), the gridder adds K[|k o - j|] to cell k, |k| <= s, which pixel x = i - N/2
 // sees with phase 2 pi (k - f) x / N. grdsf is only what the table approximates: the table holds
 // the taper as conv_size/o screen samples across the grid, truncated at the support, and at
-// oversample 16 on a 320-cell grid that moves a source 110 pixels out by 0.2 % (the case of
+// oversample 16 on a 320-cell grid that moves a source 110 pixels out by 0.245 % (the case of
 // pipelines/ms_dirty_image.yaml); this is exact for the table. `row0` is plane 0's quarter row 0,
 // K_0[0][m] for m in [0, half_size), as interleaved (re, im); plane 0 is separable (K_0[iy][ix] =
 // K_0[iy][0] K_0[0][ix] / K_0[0][0]), so one row gives both axes.
