@@ -173,13 +173,10 @@ class StageNode {
   // After the last device work: fold the device-side work counters into the metrics.
   void collect_device_work() {
     std::lock_guard lk(metrics_m_);
-    for (auto& counters : device_work_) {
-      Array<double> host = counters;
-      host.transfer(Location::host, stream_, false);
-      stream_.synchronize();
-      metrics_.work.visibilities += host[0];
-      metrics_.work.updates += host[1];
-    }
+    if (device_work_.empty()) return;
+    const Work d = read_device_work(device_work_, stream_);
+    metrics_.work.visibilities += d.visibilities;
+    metrics_.work.updates += d.updates;
     device_work_.clear();
   }
 
@@ -504,15 +501,10 @@ void StageNode::run(const Invocation& inv) {
   try {
     if (cuda_) {
       // Order this stage's work after the writers of every device input.
-      auto wait_inputs = [&](const Payload& p) {
-        const_cast<Payload&>(p).arrays([&](ArrayBase& a) {
-          if (a.storage() && a.location() == Location::device) stream_.wait(a.storage()->last_writer());
-        });
-      };
-      for (auto& [_, p] : inv.inputs) wait_inputs(*p);
+      for (auto& [_, p] : inv.inputs) wait_for_device_input(*p, stream_);
       {
         std::lock_guard lk(m_);
-        for (auto& [_, p] : once_) wait_inputs(*p);
+        for (auto& [_, p] : once_) wait_for_device_input(*p, stream_);
       }
       t_start = stream_.record(true);
     }

@@ -104,12 +104,10 @@ bool StageHarness::device_inputs_wait() {
   bool any = false;
   for (auto* m : {&ctx_->once_, &ctx_->current_})
     for (auto& [_, p] : *m)
-      const_cast<Payload&>(*p).arrays([&](ArrayBase& a) {
-        if (a.storage() && a.location() == Location::device) {
-          ctx_->stream().wait(a.storage()->last_writer());
-          any = true;
-        }
-      });
+      if (has_device_array(*p)) {  // the stream (and a device) only then
+        wait_for_device_input(*p, ctx_->stream());
+        any = true;
+      }
   return any;
 }
 
@@ -149,18 +147,10 @@ std::vector<std::shared_ptr<const Payload>> StageHarness::outputs(const std::str
 
 Work StageHarness::work() const {
   Work w = ctx_->work_;
-  if (ctx_->stream_.valid()) ctx_->stream_.synchronize();
-  for (const auto& counters : ctx_->device_work_) {
-    device::Stream s = ctx_->stream_;
-    const Array<double> host = [&] {
-      Array<double> c = counters;
-      c.transfer(Location::host, s, false);
-      s.synchronize();
-      return c;
-    }();
-    w.visibilities += host[0];
-    w.updates += host[1];
-  }
+  if (ctx_->device_work_.empty()) return w;
+  const Work d = read_device_work(ctx_->device_work_, ctx_->stream_);
+  w.visibilities += d.visibilities;
+  w.updates += d.updates;
   return w;
 }
 

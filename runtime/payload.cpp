@@ -24,6 +24,18 @@ std::shared_ptr<Payload> Payload::moved_to(Location to, const device::Stream& s,
   return c;
 }
 
+bool has_device_array(const Payload& p) {
+  bool any = false;
+  const_cast<Payload&>(p).arrays([&](ArrayBase& a) { any |= a.storage() && a.location() == Location::device; });
+  return any;
+}
+
+void wait_for_device_input(const Payload& input, const device::Stream& s) {
+  const_cast<Payload&>(input).arrays([&](ArrayBase& a) {
+    if (a.storage() && a.location() == Location::device) s.wait(a.storage()->last_writer());
+  });
+}
+
 void stamp_device_use(const std::vector<const Payload*>& inputs, const std::vector<const Payload*>& outputs,
                       const device::Event& done) {
   std::set<const Storage*> read;

@@ -50,4 +50,10 @@ class PayloadOf : public Payload {
 void stamp_device_use(const std::vector<const Payload*>& inputs, const std::vector<const Payload*>& outputs,
                       const device::Event& done);
 
+// Whether any array of `p` is in device memory.
+bool has_device_array(const Payload& p);
+// Before a call of a stage: work later queued on `s` waits for the last writer of every device
+// array of `input`.
+void wait_for_device_input(const Payload& input, const device::Stream& s);
+
 }  // namespace uvflow

@@ -107,4 +107,15 @@ class UnavailableCudaStage final : public Stage {
 
 std::unique_ptr<Stage> unavailable_cuda_stage() { return std::make_unique<UnavailableCudaStage>(); }
 
+Work read_device_work(const std::vector<Array<double>>& counters, const device::Stream& s) {
+  Work w;
+  for (Array<double> c : counters) {
+    c.transfer(Location::host, s, false);
+    s.synchronize();
+    w.visibilities += c[0];
+    w.updates += c[1];
+  }
+  return w;
+}
+
 }  // namespace uvflow

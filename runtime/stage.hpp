@@ -185,6 +185,10 @@ struct Work {
   double bytes_d2h = 0;     // bytes this stage moved device -> host
 };
 
+// The sum of device work counters [visibilities, updates] (Context::add_work_on_device), read
+// back on `s` after the work queued on it: the one wait, after a stage's last device work.
+Work read_device_work(const std::vector<Array<double>>& counters, const device::Stream& s);
+
 // What a stage sees while it runs.
 class Context {
  public:
