@@ -4,8 +4,10 @@
 # download into bench.drop_frames, nothing written), through `uvflow run`, for PSF sizes 15, 63 and
 # 255 and cuda methods direct, fft and auto. Prints a Markdown table:
 #   convolve ms/frame   device time of image.psf_convolve per frame: CUDA events around each
-#                       frame's work on its stream (the run report's device_s), frames device-resident
-#   gain ms/frame       the same for image.column_gain
+#                       frame's work on its stream (the run report's device_s), frames device-resident.
+#                       An interval, so an upper bound: with frames in flight it also holds other
+#                       stages' work that ran between the two events
+#   gain ms/frame       the same for image.column_gain (also an upper bound)
 #   H->D, D->H ms/frame device time of the inserted upload and download per frame
 #   frames/s steady     frames 2..N over the time between the first and the last frame arriving on
 #                       the host (bench.drop_frames): the end-to-end rate with both transfers,
