@@ -7,6 +7,7 @@
 #include <complex>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -71,6 +72,13 @@ class ArrayBase {
   std::shared_ptr<Storage> s_;
   std::size_t n_ = 0;
 };
+
+// Device scratch that work ending at `done` uses: each array's memory is not released (for reuse)
+// before `done`, however soon the array itself is dropped.
+inline void keep_until(const device::Event& done, std::initializer_list<const ArrayBase*> arrays) {
+  for (const ArrayBase* a : arrays)
+    if (a->storage()) a->storage()->set_last_writer(done);
+}
 
 // A typed, sized, located array of trivially copyable T. Copies share the storage.
 template <class T>

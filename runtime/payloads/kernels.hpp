@@ -5,11 +5,15 @@
 #include <cstdint>
 #include <vector>
 
+#include "runtime/host_device.hpp"
 #include "runtime/payloads/grid.hpp"
 
 namespace uvflow {
 
 inline constexpr char kKernelStack[] = "KernelStack";
+
+// Side S of a plane's compacted quarter kernel: sub-sample offsets [0, o/2 + o s] of a support s.
+UVFLOW_HD constexpr int kernel_half_size(int oversample, int support) { return oversample / 2 + oversample * support + 1; }
 struct KernelStack : PayloadOf<KernelStack, kKernelStack> {
   GridGeometry geom;
   int oversample = 4;
@@ -43,7 +47,7 @@ struct KernelStack : PayloadOf<KernelStack, kKernelStack> {
   Array<cfloat> oerc;
   Array<cfloat> nag;
 
-  int half_size(int p) const { return oversample / 2 + oversample * support[p] + 1; }
+  int half_size(int p) const { return kernel_half_size(oversample, support[p]); }
   template <class F> void each_array(F&& f) {
     f(support); f(quarter_start); f(quarter); f(rows_start); f(rows); f(footprint_sum);
     f(oerc_start); f(oerc); f(nag);

@@ -79,9 +79,7 @@ class GridToImageCuda : public Stage {
     img->pixels = Array<float>::device(std::size_t(n) * n, stream);
     crop_real<<<blocks, threads, 0, s>>>(reinterpret_cast<const float2*>(work.data()), img->pixels.data(), N, n);
     device::check_launch("fft.grid_to_image: crop_real");
-    const device::Event done = stream.record();
-    work.storage()->set_last_writer(done);  // released after the crop has read it
-    scratch.storage()->set_last_writer(done);
+    keep_until(stream.record(), {&work, &scratch});  // released after the crop has read them
     img->wcs = grid_to_image::sky_of(*grid);
     ctx.emit("image", img);
   }

@@ -43,7 +43,7 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock) grid_atomic_kernel(cons
       skipped += 1;
       continue;
     }
-    const int s = p.support, S = o / 2 + o * s + 1;
+    const int s = p.support, S = kernel_half_size(o, s);
     const float w = a.weight[i];
     const float2 v = a.vis[i];
     const float vr = v.x * w, vi = v.y * w, conj = p.conj ? -1.0f : 1.0f;

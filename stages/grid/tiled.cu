@@ -186,12 +186,10 @@ __global__ void __launch_bounds__(32) nvidia_kernel(const NvidiaArgs a) {
         nvidia_flush(a, tile, acc);
         tile = cache_tile[q];
       }
-      const int s = v.c.support, o = a.o, L = 2 * s + 1, S = o / 2 + o * s + 1;
+      const int s = v.c.support, o = a.o, L = 2 * s + 1;
       const int k = a.t.u0(tile) + lane - v.c.u;
       if (k < -s || k > s) continue;
-      const int au = v.c.off_u < 0 ? -v.c.off_u : v.c.off_u;
-      const float2* col = a.oerc + a.oerc_start[v.c.plane] + (std::int64_t(au) * S + S - 1) * L + s +
-                          (v.c.off_u >= 0 ? k : -k);
+      const float2* col = a.oerc + a.oerc_start[v.c.plane] + oerc_offset(s, o, v.c.off_u, 0, k);
       const int j0 = a.t.v0(tile) - v.c.v;
 #pragma unroll
       for (int r = 0; r < kNvidiaRows; ++r) {
@@ -270,7 +268,7 @@ __global__ void __launch_bounds__(64) nag_kernel(const NagArgs a) {
     const int u = a.t.u0(tile) + lane, v_start = a.t.v0(tile) + half * (kNagRegs + kNagShm);
     for (std::int64_t e = first + bid; e < last; e += nblks) {
       const Vis v = load_vis(a.coords, a.vis, a.weight, a.entries[e]);
-      const int s = v.c.support, o = a.o, S = o / 2 + o * s + 1;
+      const int s = v.c.support, o = a.o, S = kernel_half_size(o, s);
       const int k = u - v.c.u;
       if (k < -s || k > s) continue;  // is_my_k (Listing 6)
       const float2* plane = a.nag + a.quarter_start[v.c.plane];
@@ -379,15 +377,14 @@ struct alignas(16) Clipped {
 __device__ inline Clipped clip(const UvflowArgs& a, std::int32_t i, int u0, int v0, int TV) {
   Clipped c;
   const Vis v = load_vis(a.coords, a.vis, a.weight, i);
-  const int s = v.c.support, o = a.o, L = 2 * s + 1, S = o / 2 + o * s + 1;
+  const int s = v.c.support, o = a.o, L = 2 * s + 1;
   const int k0 = max(u0 - v.c.u, -s), k1 = min(u0 + 31 - v.c.u, s);
   const int j0 = max(v0 - v.c.v, -s), j1 = min(v0 + TV - 1 - v.c.v, s);
   c.c0 = v.c.u + k0 - u0, c.c1 = v.c.u + k1 - u0;
   c.r0 = v.c.v + j0 - v0, c.r1 = v.c.v + j1 - v0;
   c.t0 = v.c.off_v + (v0 - v.c.v) * o;  // tile row r is footprint row r + v0 - v
-  const int au = v.c.off_u < 0 ? -v.c.off_u : v.c.off_u;
   c.sgn = v.c.off_u >= 0 ? 1 : -1;
-  c.col0 = a.oerc + a.oerc_start[v.c.plane] + (std::int64_t(au) * S + S - 1) * L + s + c.sgn * k0;
+  c.col0 = a.oerc + a.oerc_start[v.c.plane] + oerc_offset(s, o, v.c.off_u, 0, k0);
   c.L = L;
   c.vr = v.vr, c.vi = v.vi, c.vr_s = v.vr_s, c.vi_s = v.vi_s;
   return c;
@@ -650,10 +647,8 @@ class TiledCuda final : public Stage {
     kernel<<<device::resident_blocks(reinterpret_cast<const void*>(kernel), 32 * kUvflowWarps, shm), 32 * kUvflowWarps,
              shm, s>>>(a);
     device::check_launch("grid.tiled: uvflow_kernel");
-    const device::Event done = stream.record();
-    for (ArrayBase* x : std::initializer_list<ArrayBase*>{&items_per_tile, &first_item, &items, &n_items, &temp, &keys,
-                                                          &keys_sorted, &unsorted, &order, &sort_temp})
-      x->storage()->set_last_writer(done);  // released only after the kernels that read them
+    keep_until(stream.record(), {&items_per_tile, &first_item, &items, &n_items, &temp, &keys, &keys_sorted, &unsorted,
+                                 &order, &sort_temp});
   }
 
   void check_inputs(const TileBuckets& b, const KernelStack& ks) const {

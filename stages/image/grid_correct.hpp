@@ -37,9 +37,9 @@ Table table(const Params& p);
 void check(const Image& img, const KernelStack& ks, Location where, Table t);
 // The factor pixels at grid index i are multiplied by, per axis. Table::kernel reads plane 0's
 // support and quarter row 0 (`row0`, interleaved re, im); the others read neither.
-UVFLOW_HOST_DEVICE inline double factor(Table t, int i, int grid_size, int oversample, int support0, const float* row0) {
+UVFLOW_HD inline double factor(Table t, int i, int grid_size, int oversample, int support0, const float* row0) {
   if (t != Table::kernel) return grid_correction(i, grid_size, oversample, t == Table::sinc2 ? 2 : 1);
-  const double r = kernel_table_response(i, grid_size, oversample, oversample / 2 + oversample * support0 + 1, row0);
+  const double r = kernel_table_response(i, grid_size, oversample, kernel_half_size(oversample, support0), row0);
   return r > 0 ? 1 / r : 1;  // no response at all: left as it is, as grid_correction does
 }
 

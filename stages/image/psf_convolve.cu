@@ -274,10 +274,7 @@ class Fft : public DeviceConvolver {
     device::check_launch("image.psf_convolve: crop");
   }
 
-  void used_until(const device::Event& e) override {
-    for (ArrayBase* a : std::initializer_list<ArrayBase*>{&work_, &pad_, &spectrum_, &psf_spectrum_})
-      a->storage()->set_last_writer(e);
-  }
+  void used_until(const device::Event& e) override { keep_until(e, {&work_, &pad_, &spectrum_, &psf_spectrum_}); }
 
  private:
   void on_stream(const device::Stream& s) {

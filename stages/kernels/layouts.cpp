@@ -11,7 +11,7 @@ Array<std::int64_t> quarter_offsets(const Array<std::int32_t>& support, int o, s
   auto start = Array<std::int64_t>::host(support.size());
   std::int64_t n = 0;
   for (size_t p = 0; p < support.size(); ++p) {
-    std::int64_t S = o / 2 + std::int64_t(o) * support[p] + 1;
+    const std::int64_t S = kernel_half_size(o, support[p]);
     start[p] = n;
     n += S * S;
   }

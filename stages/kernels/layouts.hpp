@@ -33,7 +33,7 @@ UVFLOW_HD inline int nag_column(int s, int o, int off_u, int k) {
 
 // OERC layout: offset within a plane of the value K[|off_v + j*o|][|off_u + k*o|].
 UVFLOW_HD inline long long oerc_offset(int s, int o, int off_u, int idx_v, int k) {
-  const int a = off_u < 0 ? -off_u : off_u, S = o / 2 + o * s + 1, L = 2 * s + 1;
+  const int a = off_u < 0 ? -off_u : off_u, S = kernel_half_size(o, s), L = 2 * s + 1;
   return (static_cast<long long>(a) * S + S - 1 - idx_v) * L + s + (off_u >= 0 ? k : -k);
 }
 

@@ -6,16 +6,12 @@
 
 #include <cmath>
 
-#if defined(__CUDACC__)
-#define UVFLOW_HOST_DEVICE __host__ __device__
-#else
-#define UVFLOW_HOST_DEVICE
-#endif
+#include "runtime/host_device.hpp"
 
 namespace uvflow {
 
 // grdsf(nu) for nu in [0, 1]; 0 outside. Two rational pieces in d = nu^2 - end^2, joined at 0.75.
-UVFLOW_HOST_DEVICE inline double grdsf(double nu) {
+UVFLOW_HD inline double grdsf(double nu) {
   constexpr double p[2][5] = {{0.08203343, -0.3644705, 0.627866, -0.5335581, 0.2312756},
                               {0.004028559, -0.03697768, 0.1021332, -0.1201436, 0.06412774}};
   constexpr double q[2][3] = {{1.0, 0.8212018, 0.2078043}, {1.0, 0.9599102, 0.2918724}};
@@ -43,7 +39,7 @@ UVFLOW_HOST_DEVICE inline double grdsf(double nu) {
 // over d in [-1/2o, 1/2o]: sinc(x), so p = 1 undoes it. WPROJ.md and OSKAR divide by sinc^2
 // (p = 2); against a direct DFT that over-corrects by one sinc (bench/image_accuracy: worst peak
 // error 1.24 % with p = 2, 0.27 % with p = 1, at o = 4 and 0.7 of the half field).
-UVFLOW_HOST_DEVICE inline double grid_correction(int i, int grid_size, int oversample, int sinc_power = 1) {
+UVFLOW_HD inline double grid_correction(int i, int grid_size, int oversample, int sinc_power = 1) {
   const int half = grid_size / 2;
   const double nu = double(i - half) / double(half);
   const double x = M_PI * double(i - half) / (double(grid_size) * oversample);
@@ -63,7 +59,7 @@ UVFLOW_HOST_DEVICE inline double grid_correction(int i, int grid_size, int overs
 // pipelines/ms_dirty_image.yaml); this is exact for the table. `row0` is plane 0's quarter row 0,
 // K_0[0][m] for m in [0, half_size), as interleaved (re, im); plane 0 is separable (K_0[iy][ix] =
 // K_0[iy][0] K_0[0][ix] / K_0[0][0]), so one row gives both axes.
-UVFLOW_HOST_DEVICE inline double kernel_table_response(int i, int grid_size, int oversample, int half_size,
+UVFLOW_HD inline double kernel_table_response(int i, int grid_size, int oversample, int half_size,
                                                        const float* row0) {
   const int o = oversample, s = (half_size - 1 - o / 2) / o;
   auto response = [&](int x) {

@@ -177,7 +177,7 @@ void generate(const WProjSizes& z, double threshold, const std::filesystem::path
   // Compacted planes are kept apart until every support is known, then packed.
   std::vector<std::vector<cfloat>> compact(planes);
   auto keep = [&](int p, const cfloat* buf) {
-    const int S = o / 2 + o * ks.support[p] + 1;
+    const int S = kernel_half_size(o, ks.support[p]);
     auto& c = compact[p];
     c.resize(std::size_t(S) * S);
     for (int iy = 0; iy < S; ++iy) {

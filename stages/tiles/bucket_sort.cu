@@ -90,9 +90,7 @@ class BucketSortCuda final : public Stage {
       device::check_launch("tiles.bucket_sort: scatter launch");
     }
     // The scratch arrays are released only after the scan and the scatter have used them.
-    const device::Event done = stream.record();
-    for (ArrayBase* a : {static_cast<ArrayBase*>(&temp), static_cast<ArrayBase*>(&cursor)})
-      a->storage()->set_last_writer(done);
+    keep_until(stream.record(), {&temp, &cursor});
     ctx.add_work({.visibilities = double(n)});
     ctx.emit("buckets", out);
   }

@@ -115,11 +115,7 @@ class WSortCuda final : public Stage {
                                                                   out_cols);
       device::check_launch("uvw.w_sort: gather launch");
       // The scratch arrays are released only after the gather has read them.
-      const device::Event done = stream.record();
-      for (ArrayBase* a : {static_cast<ArrayBase*>(&keys_a), static_cast<ArrayBase*>(&keys_b),
-                           static_cast<ArrayBase*>(&order_a), static_cast<ArrayBase*>(&order_b),
-                           static_cast<ArrayBase*>(&temp)})
-        a->storage()->set_last_writer(done);
+      keep_until(stream.record(), {&keys_a, &keys_b, &order_a, &order_b, &temp});
     }
     ctx.add_work({.visibilities = double(n)});
     ctx.emit("vis", out);

@@ -100,10 +100,7 @@ class WeightingCuda final : public Stage {
                                                          s_.rank_filter, s_.rank_filter_size, cell_weights_.data());
     device::check_launch("uvw.weighting: rank_filter launch");
     // The scratch arrays are released only after the filter has read them.
-    const device::Event done = stream.record();
-    for (ArrayBase* a : {static_cast<ArrayBase*>(&cells), static_cast<ArrayBase*>(&row_sum),
-                         static_cast<ArrayBase*>(&row_count)})
-      a->storage()->set_last_writer(done);
+    keep_until(stream.record(), {&cells, &row_sum, &row_count});
   }
 
   weighting::Settings s_;
