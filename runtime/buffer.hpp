@@ -73,6 +73,13 @@ class ArrayBase {
   std::size_t n_ = 0;
 };
 
+// For cuda backends: throws std::logic_error("<what> is in host memory, ...") unless `a` is in
+// device memory (the planner inserts the transfers, so this is a wiring error, not bad data).
+inline void check_on_device(const ArrayBase& a, const std::string& what) {
+  if (a.location() != Location::device)
+    throw std::logic_error(what + " is in host memory, the cuda backend reads device memory");
+}
+
 // Device scratch that work ending at `done` uses: each array's memory is not released (for reuse)
 // before `done`, however soon the array itself is dropped.
 inline void keep_until(const device::Event& done, std::initializer_list<const ArrayBase*> arrays) {

@@ -30,8 +30,7 @@ class ColumnGainCuda : public Stage {
   void process(Context& ctx) override {
     auto in = ctx.in<Image>("frame");
     column_gain::check_frame(*in);
-    if (in->pixels.location() != Location::device)
-      throw std::runtime_error("image.column_gain (cuda): the frame is not in device memory");
+    check_on_device(in->pixels, "image.column_gain (cuda): frame " + std::to_string(in->index));
     const device::Stream& stream = ctx.stream();
     auto out = std::make_shared<Image>(*in);
     out->pixels = Array<float>::device(in->pixels.size(), stream);

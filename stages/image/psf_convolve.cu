@@ -384,8 +384,7 @@ class PsfConvolveCuda : public Stage {
     auto frame = ctx.in<Image>("frame");
     auto psf = ctx.in<Image>("psf");
     check_.check(*frame, ctx.item(), *psf);
-    if (frame->pixels.location() != Location::device)
-      throw std::runtime_error("image.psf_convolve (cuda): the frame is not in device memory");
+    check_on_device(frame->pixels, "image.psf_convolve (cuda): frame " + std::to_string(ctx.item()));
     nonfinite_.poll(false);  // earlier frames whose check has landed
     const device::Stream& stream = ctx.stream();
     if (!conv_) {

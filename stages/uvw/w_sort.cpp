@@ -51,11 +51,6 @@ void check_placed(const VisBlock& b) {
                      " entries for " + std::to_string(b.size()) + " visibilities): feed it through uvw.w_sort first");
 }
 
-void check_on_device(const ArrayBase& a, const std::string& what) {
-  if (a.location() != Location::device)
-    throw std::logic_error(what + " is in host memory, the cuda backend reads device memory");
-}
-
 namespace {
 
 // Visibilities per chunk of the counting sort. The sort is stable, so its output does not

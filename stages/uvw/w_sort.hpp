@@ -34,9 +34,5 @@ std::unique_ptr<Stage> make_w_sort_cuda();  // stages/uvw/w_sort.cu
 // unless the block went through uvw.w_sort (the stages downstream need its coords).
 void check_arrays(const VisBlock& b);
 void check_placed(const VisBlock& b);
-// Throws std::logic_error unless `a` is in device memory: the planner moves a cuda stage's inputs
-// to the device, so anything else is a planning bug (a kernel would read host memory). Used by the
-// cuda backends of the sorting and tiling stages; `what` names the array.
-void check_on_device(const ArrayBase& a, const std::string& what);
 
 }  // namespace uvflow
