@@ -11,7 +11,6 @@
 
 namespace uvflow {
 namespace fits {
-namespace {
 
 std::string cfitsio_text(int status) {
   char msg[FLEN_STATUS] = "";
@@ -19,6 +18,8 @@ std::string cfitsio_text(int status) {
   fits_clear_errmsg();  // cfitsio keeps a message stack per thread; nothing else reads it
   return msg;
 }
+
+namespace {
 
 const char* hdu_kind(int type) {
   return type == ASCII_TBL ? "an ASCII table" : type == BINARY_TBL ? "a binary table" : "not an image";

@@ -27,6 +27,10 @@ StageSpec read_fits_spec();
 
 namespace fits {
 
+// cfitsio's text for a status code (and its per-thread message stack cleared), for every message
+// about a FITS file.
+std::string cfitsio_text(int status);
+
 // An image HDU of a FITS file, open for reading; shared by the stages that read FITS images
 // (io.read_fits, image.psf, image.column_gain) so they find HDUs and report errors alike.
 class ImageFile {

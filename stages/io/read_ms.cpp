@@ -15,13 +15,12 @@
 
 #include "runtime/error.hpp"
 #include "runtime/payloads/vis.hpp"
+#include "runtime/units.hpp"
 #include "stages/io/ms_tables.hpp"
 
 namespace uvflow {
 namespace {
 
-constexpr double kSpeedOfLight = 299792458.0;  // m/s
-constexpr double kRadToDeg = 180 / std::numbers::pi;
 // rows_per_block 0: about as many visibilities per block as io.simulate's el56-82 blocks.
 constexpr std::int64_t kVisibilitiesPerBlock = 1 << 20;
 constexpr std::int64_t kRowGrain = 4096;  // rows per parallel task

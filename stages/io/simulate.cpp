@@ -19,12 +19,11 @@
 
 #include "runtime/error.hpp"
 #include "runtime/payloads/vis.hpp"
+#include "runtime/units.hpp"
 
 namespace uvflow {
 namespace {
 
-constexpr double kDegToRad = std::numbers::pi / 180;
-constexpr double kSpeedOfLight = 299792458.0;     // m/s
 constexpr double kLatitudeDeg = -26.82472208;     // SKA1-Low reference position
 constexpr double kLongitudeDeg = 116.7644482;
 constexpr double kHeightM = 300;                  // above the WGS84 ellipsoid (RASCIL's SKA1-Low site)

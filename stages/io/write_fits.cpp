@@ -6,12 +6,12 @@
 #include <cstdio>
 
 #include "runtime/payloads/image.hpp"
+#include "runtime/units.hpp"
 #include "stages/io/path_template.hpp"
+#include "stages/io/read_fits.hpp"
 
 namespace uvflow {
 namespace {
-
-constexpr double kRadToDeg = 180.0 / M_PI;
 
 class Fits {
  public:
@@ -33,9 +33,7 @@ class Fits {
   }
   void check(int status, const char* what) const {
     if (!status) return;
-    char msg[FLEN_STATUS];
-    fits_get_errstatus(status, msg);
-    throw std::runtime_error(std::string("FITS ") + what + " " + path_ + ": " + msg);
+    throw std::runtime_error(std::string("FITS ") + what + " " + path_ + ": " + fits::cfitsio_text(status));
   }
   void key(const char* k, double v, const char* comment) {
     int status = 0;

@@ -10,12 +10,12 @@
 
 #include "runtime/error.hpp"
 #include "runtime/payloads/vis.hpp"
+#include "runtime/units.hpp"
 #include "stages/io/ms_tables.hpp"
 
 namespace uvflow {
 namespace {
 
-constexpr double kSpeedOfLight = 299792458.0;  // m/s
 constexpr std::size_t kRowGrain = 1024;        // rows per parallel task
 
 std::vector<std::string> correlation_names(const std::string& choice) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "runtime/error.hpp"
+#include "runtime/units.hpp"
 #include "stages/fft/fftw.hpp"
 #include "stages/kernels/layouts.hpp"
 #include "stages/kernels/spheroidal.hpp"
@@ -23,7 +24,6 @@
 namespace uvflow {
 namespace {
 
-constexpr double kArcsec = M_PI / (180.0 * 3600.0);
 constexpr int kMaxPlanes = 32767;  // GridCoord::plane is 16 bits
 // Bump when the stack's definition or the file layout changes: old cache files are then ignored.
 constexpr std::uint32_t kCacheVersion = 2;  // 2: truncated_planes after the supports
@@ -348,7 +348,7 @@ class WProj : public Stage {
  public:
   void configure(const Params& p) override {
     s_.image_size = int(p.integer("image_size"));
-    s_.cell_rad = p.number("cell_arcsec") * kArcsec;
+    s_.cell_rad = p.number("cell_arcsec") * kArcsecToRad;
     s_.padding = p.number("padding");
     s_.oversample = int(p.integer("oversample"));
     s_.w_planes = int(p.integer("w_planes"));
