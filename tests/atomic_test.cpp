@@ -16,6 +16,7 @@
 #include "stages/grid/atomic.hpp"
 #include "tests/support/grid_cases.hpp"
 #include "tests/support/reference_gridder.hpp"
+#include "tests/support/seeds.hpp"
 
 using namespace uvflow;
 using namespace uvflow::test;
@@ -24,7 +25,6 @@ namespace {
 
 using Blocks = std::vector<std::shared_ptr<const VisBlock>>;
 
-std::vector<std::uint64_t> seeds() { return {20240611ULL, std::random_device{}()}; }
 
 GridRun grid_cpu(std::shared_ptr<const KernelStack> ks, const Blocks& blocks) {
   return run_gridder(grid_atomic_spec(), "cpu", std::move(ks), blocks);
@@ -69,7 +69,7 @@ TEST(GridAtomicSpec, DeclaresPortsAndBackends) {
 }
 
 TEST(GridAtomicCpu, RandomBlocksMatchListing1) {
-  for (auto seed : seeds()) {
+  for (auto seed : test::seeds(20240611ULL)) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     std::mt19937_64 rng(seed);
     for (const Shape& sh : {Shape{16, 8, 4, 256, 20000}, Shape{5, 40, 8, 512, 3000}, Shape{1, 3, 2, 64, 5000}}) {
@@ -87,7 +87,7 @@ TEST(GridAtomicCpu, RandomBlocksMatchListing1) {
 }
 
 TEST(GridAtomicCpu, EdgeVisibilitiesAreGriddedOrSkippedExactly) {
-  for (auto seed : seeds()) {
+  for (auto seed : test::seeds(20240611ULL)) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     std::mt19937_64 rng(seed);
     auto ks = random_kernel_stack(rng, 8, 12, 4, 128);
@@ -100,7 +100,7 @@ TEST(GridAtomicCpu, EdgeVisibilitiesAreGriddedOrSkippedExactly) {
 }
 
 TEST(GridAtomicCpu, ThousandsOfVisibilitiesInOneCell) {
-  for (auto seed : seeds()) {
+  for (auto seed : test::seeds(20240611ULL)) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     std::mt19937_64 rng(seed);
     auto ks = random_kernel_stack(rng, 6, 6, 4, 96);
@@ -112,7 +112,7 @@ TEST(GridAtomicCpu, ThousandsOfVisibilitiesInOneCell) {
 }
 
 TEST(GridAtomicCpu, PositiveWConjugatesTheKernel) {
-  for (auto seed : seeds()) {
+  for (auto seed : test::seeds(20240611ULL)) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     std::mt19937_64 rng(seed);
     auto ks = random_kernel_stack(rng, 4, 5, 4, 64);
@@ -133,7 +133,7 @@ TEST(GridAtomicCpu, PositiveWConjugatesTheKernel) {
 }
 
 TEST(GridAtomicCpu, UnitVisibilitiesSumToNorm) {
-  for (auto seed : seeds()) {
+  for (auto seed : test::seeds(20240611ULL)) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     std::mt19937_64 rng(seed);
     auto ks = random_kernel_stack(rng, 10, 10, 4, 200);

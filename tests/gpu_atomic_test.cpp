@@ -11,8 +11,9 @@
 #include <vector>
 
 #include "stages/grid/atomic.hpp"
-#include "tests/support/grid_cases.hpp"
 #include "tests/support/gpu_test.hpp"
+#include "tests/support/grid_cases.hpp"
+#include "tests/support/seeds.hpp"
 
 using namespace uvflow;
 using namespace uvflow::test;
@@ -21,7 +22,6 @@ namespace {
 
 using Blocks = std::vector<std::shared_ptr<const VisBlock>>;
 
-std::vector<std::uint64_t> seeds() { return {20240611ULL, std::random_device{}()}; }
 
 class GridAtomicGpu : public test::GpuTest {
  protected:
@@ -60,7 +60,7 @@ TEST_F(GridAtomicGpu, RandomBlocksMatchCpu) {
     int planes, max_support, oversample, grid_size;
     std::size_t vis_per_block;
   };
-  for (auto seed : seeds()) {
+  for (auto seed : test::seeds(20240611ULL)) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     std::mt19937_64 rng(seed);
     // Supports up to 40 make rows of 81 values: the lanes loop over k more than once.
@@ -80,7 +80,7 @@ TEST_F(GridAtomicGpu, RandomBlocksMatchCpu) {
 }
 
 TEST_F(GridAtomicGpu, EdgeVisibilitiesMatchCpu) {
-  for (auto seed : seeds()) {
+  for (auto seed : test::seeds(20240611ULL)) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     std::mt19937_64 rng(seed);
     auto ks = random_kernel_stack(rng, 8, 12, 4, 128);
@@ -92,7 +92,7 @@ TEST_F(GridAtomicGpu, EdgeVisibilitiesMatchCpu) {
 }
 
 TEST_F(GridAtomicGpu, ThousandsOfVisibilitiesInOneCellMatchCpu) {
-  for (auto seed : seeds()) {
+  for (auto seed : test::seeds(20240611ULL)) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     std::mt19937_64 rng(seed);
     auto ks = random_kernel_stack(rng, 6, 6, 4, 96);
@@ -103,7 +103,7 @@ TEST_F(GridAtomicGpu, ThousandsOfVisibilitiesInOneCellMatchCpu) {
 }
 
 TEST_F(GridAtomicGpu, UnitVisibilitiesSumToNorm) {
-  for (auto seed : seeds()) {
+  for (auto seed : test::seeds(20240611ULL)) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     std::mt19937_64 rng(seed);
     auto ks = random_kernel_stack(rng, 10, 10, 4, 200);
@@ -119,7 +119,7 @@ TEST_F(GridAtomicGpu, UnitVisibilitiesSumToNorm) {
 
 // The cpu backend stops on non-finite uvw; a kernel cannot, so it skips and counts them.
 TEST_F(GridAtomicGpu, NonFiniteUvwIsSkipped) {
-  const auto seed = seeds().back();
+  const auto seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
   auto ks = random_kernel_stack(rng, 4, 5, 4, 64);

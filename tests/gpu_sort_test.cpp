@@ -20,8 +20,9 @@
 #include "stages/tiles/count.hpp"
 #include "stages/uvw/bounding_box.hpp"
 #include "stages/uvw/w_sort.hpp"
-#include "tests/support/grid_cases.hpp"
 #include "tests/support/gpu_test.hpp"
+#include "tests/support/grid_cases.hpp"
+#include "tests/support/seeds.hpp"
 
 using namespace uvflow;
 using namespace uvflow::test;
@@ -30,7 +31,6 @@ namespace {
 
 using Blocks = std::vector<std::shared_ptr<const VisBlock>>;
 
-std::vector<std::uint64_t> seeds() { return {20240611ULL, std::random_device{}()}; }
 
 template <class T>
 bool same_bits(const T& a, const T& b) {
@@ -297,7 +297,7 @@ void expect_tiles_match(const Sorted& gpu, const Sorted& cpu, Tiles t, const Ker
 }  // namespace
 
 TEST_F(GpuSort, WSortMatchesCpu) {
-  for (auto seed : seeds()) {
+  for (auto seed : test::seeds(20240611ULL)) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     std::mt19937_64 rng(seed);
     for (const Shape& sh : kShapes) {
@@ -322,7 +322,7 @@ TEST_F(GpuSort, WSortMatchesCpu) {
 }
 
 TEST_F(GpuSort, BoxCountsAndBucketsMatchCpu) {
-  for (auto seed : seeds()) {
+  for (auto seed : test::seeds(20240611ULL)) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     std::mt19937_64 rng(seed);
     for (const Shape& sh : kShapes) {
@@ -350,7 +350,7 @@ TEST_F(GpuSort, BoxCountsAndBucketsMatchCpu) {
 // The device chain, downloaded, gridded by the CPU grid.tiled (which skips and counts plane -1),
 // against the CPU chain gridded the same way: only the order of additions within a tile differs.
 TEST_F(GpuSort, DeviceChainGridsLikeCpuChain) {
-  for (auto seed : seeds()) {
+  for (auto seed : test::seeds(20240611ULL)) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     std::mt19937_64 rng(seed);
     for (const Shape& sh : {kShapes[0], kShapes[1], kShapes[4]}) {

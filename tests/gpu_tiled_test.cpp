@@ -13,9 +13,10 @@
 #include "stages/tiles/count.hpp"
 #include "stages/uvw/bounding_box.hpp"
 #include "stages/uvw/w_sort.hpp"
+#include "tests/support/gpu_test.hpp"
 #include "tests/support/grid_cases.hpp"
 #include "tests/support/reference_gridder.hpp"
-#include "tests/support/gpu_test.hpp"
+#include "tests/support/seeds.hpp"
 
 using namespace uvflow;
 using namespace uvflow::test;
@@ -80,12 +81,11 @@ class GridTiledGpu : public test::GpuTest {
   }
 };
 
-std::vector<std::uint64_t> seeds() { return {20261122ULL, std::random_device{}()}; }
 
 }  // namespace
 
 TEST_F(GridTiledGpu, RandomBlocksMatchTheReference) {
-  for (auto seed : seeds()) {
+  for (auto seed : test::seeds(20261122ULL)) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     std::mt19937_64 rng(seed);
     auto ks = random_kernel_stack(rng, 24, 20, 4, 256);
@@ -97,7 +97,7 @@ TEST_F(GridTiledGpu, RandomBlocksMatchTheReference) {
 }
 
 TEST_F(GridTiledGpu, EdgesAndBothSignsOfW) {
-  for (auto seed : seeds()) {
+  for (auto seed : test::seeds(20261122ULL)) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     std::mt19937_64 rng(seed);
     for (int o : {2, 4, 8}) {
@@ -114,7 +114,7 @@ TEST_F(GridTiledGpu, EdgesAndBothSignsOfW) {
 // Blocks sorted on the cpu carry their off-grid visibilities in `skipped`, not in the block: the
 // cuda gridder must count them as the cpu one does.
 TEST_F(GridTiledGpu, BlocksSortedOnTheCpuKeepTheirSkippedCount) {
-  for (auto seed : seeds()) {
+  for (auto seed : test::seeds(20261122ULL)) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     std::mt19937_64 rng(seed);
     auto ks = random_kernel_stack(rng, 8, 12, 4, 96);
@@ -127,7 +127,7 @@ TEST_F(GridTiledGpu, BlocksSortedOnTheCpuKeepTheirSkippedCount) {
 }
 
 TEST_F(GridTiledGpu, DenseCoreOfThousandsOfVisibilitiesInAFewCells) {
-  for (auto seed : seeds()) {
+  for (auto seed : test::seeds(20261122ULL)) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     std::mt19937_64 rng(seed);
     auto ks = random_kernel_stack(rng, 16, 10, 4, 192);

@@ -18,9 +18,10 @@
 #include "stages/uvw/weight_density.hpp"
 #include "stages/uvw/weighting.hpp"
 #include "tests/support/fits_read.hpp"
+#include "tests/support/gpu_test.hpp"
+#include "tests/support/seeds.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/weighting_cases.hpp"
-#include "tests/support/gpu_test.hpp"
 
 using namespace uvflow;
 using namespace uvflow::test;
@@ -29,7 +30,6 @@ namespace {
 
 using Blocks = std::vector<std::shared_ptr<const VisBlock>>;
 
-std::vector<std::uint64_t> seeds() { return {20240917ULL, std::random_device{}()}; }
 
 class WeightingGpu : public test::GpuTest {
  protected:
@@ -64,7 +64,7 @@ class WeightingGpu : public test::GpuTest {
 }  // namespace
 
 TEST_F(WeightingGpu, DensityAndWeightsMatchCpu) {
-  for (auto seed : seeds()) {
+  for (auto seed : test::seeds(20240917ULL)) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     std::mt19937_64 rng(seed);
     for (auto [image_size, cell_arcsec, n] : {std::tuple{512, 20.0, 300000}, std::tuple{96, 300.0, 50000}}) {

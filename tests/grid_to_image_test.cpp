@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <complex>
 #include <random>
 #include <string>
@@ -19,6 +18,7 @@
 #include "runtime/payloads/kernels.hpp"
 #include "stages/image/grid_correct.hpp"
 #include "stages/kernels/spheroidal.hpp"
+#include "tests/support/seeds.hpp"
 #include "tests/support/spheroidal_ref.hpp"
 #include "tests/support/wproj_stack.hpp"
 
@@ -312,9 +312,7 @@ TEST(GridCorrect, KernelTableMatchesItsDefinition) {
 }
 
 TEST(GridCorrect, KernelTableMatchesItsDefinitionOnRandomGeometry) {
-  // A fresh seed each run; UVFLOW_TEST_SEED replays the one a failure printed.
-  const char* replay = std::getenv("UVFLOW_TEST_SEED");
-  const unsigned seed = replay ? unsigned(std::stoul(replay)) : std::random_device{}();
+  const auto seed = fresh_seed();  // UVFLOW_TEST_SEED replays the one a failure printed
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937 rng(seed);
   for (int trial = 0; trial < 4; ++trial) {

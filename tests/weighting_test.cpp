@@ -20,6 +20,7 @@
 #include "stages/uvw/weight_density.hpp"
 #include "stages/uvw/weighting.hpp"
 #include "tests/support/fits_read.hpp"
+#include "tests/support/seeds.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/weighting_cases.hpp"
 
@@ -30,7 +31,6 @@ namespace {
 
 using Blocks = std::vector<std::shared_ptr<const VisBlock>>;
 
-std::vector<std::uint64_t> seeds() { return {20240917ULL, std::random_device{}()}; }
 
 // WSClean 3.1's weighting, in double precision, written from its definitions (ImageWeights:
 // Grid, FinishGridding, RankFilter with windowMean's loop over the window).
@@ -256,7 +256,7 @@ TEST(WeightDensity, HandMadeCells) {
 }
 
 TEST(WeightDensity, RandomBlocksMatchReference) {
-  for (auto seed : seeds()) {
+  for (auto seed : test::seeds(20240917ULL)) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     std::mt19937_64 rng(seed);
     for (auto [image_size, cell_arcsec, padding] : {std::tuple{512, 20.0, 1.2}, std::tuple{300, 45.0, 1.0},
@@ -290,7 +290,7 @@ TEST(WeightDensity, EmptyStreamGivesAZeroGrid) {
 }
 
 TEST(Weighting, RandomBlocksMatchReference) {
-  for (auto seed : seeds()) {
+  for (auto seed : test::seeds(20240917ULL)) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     std::mt19937_64 rng(seed);
     auto ks = geometry_only_kernels(256, 30);
@@ -320,7 +320,7 @@ TEST(Weighting, RandomBlocksMatchReference) {
 // Uniform without the rank filter: the imaging weights of every occupied cell add up to 1; beyond
 // the grid they are 0.
 TEST(Weighting, UniformWeightsOfEveryOccupiedCellSumToOne) {
-  for (auto seed : seeds()) {
+  for (auto seed : test::seeds(20240917ULL)) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     std::mt19937_64 rng(seed);
     auto ks = geometry_only_kernels(200, 60);
@@ -357,7 +357,7 @@ TEST(Weighting, UniformWeightsOfEveryOccupiedCellSumToOne) {
 // natural. (Weights of at least 0.25 keep every f^2 W_k far from 1 at both ends, so the limits hold
 // to float precision.)
 TEST(Weighting, BriggsTendsToUniformAndToNatural) {
-  for (auto seed : seeds()) {
+  for (auto seed : test::seeds(20240917ULL)) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     std::mt19937_64 rng(seed);
     auto ks = geometry_only_kernels(256, 30);

@@ -33,6 +33,7 @@
 #include "stages/uvw/weighting.hpp"
 #include "tests/support/fits_read.hpp"
 #include "tests/support/image_vs_dft.hpp"
+#include "tests/support/seeds.hpp"
 #include "tests/support/source_dir.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/weighting_cases.hpp"
@@ -283,9 +284,7 @@ TEST_F(WscleanComparison, FixedSkyNaturalUniformBriggs) {
 }
 
 TEST_F(WscleanComparison, RandomSkyAndFlags) {
-  // A fresh sky each run; UVFLOW_TEST_SEED replays the one a failure printed.
-  const char* replay = std::getenv("UVFLOW_TEST_SEED");
-  const unsigned seed = replay ? unsigned(std::stoul(replay)) : std::random_device{}();
+  const auto seed = unsigned(fresh_seed());  // a fresh sky each run; UVFLOW_TEST_SEED replays one
   const auto sky = random_sky(seed);
   SCOPED_TRACE("seed " + std::to_string(seed) + ", sky " + sky_to_yaml(sky, kCellArcsec));
   const auto ms = make_ms(dir_, sky, seed);
