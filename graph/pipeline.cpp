@@ -3,6 +3,8 @@
 // planning (topological order, residency of every edge, transfer insertion).
 #include "graph/pipeline.hpp"
 
+#include "runtime/param_check.hpp"
+
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -186,20 +188,7 @@ std::optional<std::string> Loader::scalar(Val v, const std::string& what) {
 }
 
 void Loader::check_range(const ParamSpec& spec, double x, const SourcePos& p, const std::string& where) {
-  if ((spec.min && x < *spec.min) || (spec.max && x > *spec.max)) {
-    std::ostringstream r;
-    r << "[" << (spec.min ? std::to_string(*spec.min) : "-inf") << ", "
-      << (spec.max ? std::to_string(*spec.max) : "inf") << "]";
-    auto trim = [](std::string t) {  // 16.000000 -> 16
-      std::regex z(R"((\.\d*?)0+(?=[,\]]))");
-      t = std::regex_replace(t, z, "$1");
-      return std::regex_replace(t, std::regex(R"(\.(?=[,\]]))"), "");
-    };
-    std::ostringstream xs;
-    xs << x;
-    error(p, where + " = " + xs.str() + " is out of range " + trim(r.str()) +
-                 (spec.unit.empty() ? "" : " " + spec.unit));
-  }
+  if (auto m = check_param(spec, x, where)) error(p, *m);
 }
 
 static bool parse_int(const std::string& s, std::int64_t& out) {
@@ -263,10 +252,8 @@ std::optional<ParamValue> Loader::convert(const ParamSpec& spec, Val v, const st
         for (auto& x : spec.choices) c += (c.empty() ? "" : ", ") + x;
         return c;
       }());
-      if (std::find(spec.choices.begin(), spec.choices.end(), s) == spec.choices.end()) {
-        std::string c;
-        for (auto& x : spec.choices) c += (c.empty() ? "" : ", ") + x;
-        error(v.pos, where + " must be one of " + c + ", got '" + s + "'" + suggest(s, spec.choices));
+      if (auto m = check_param(spec, s, where)) {
+        error(v.pos, *m + suggest(s, spec.choices));
         return std::nullopt;
       }
       return ParamValue(s);

@@ -42,7 +42,7 @@ struct StageInstance {
   std::string id;
   const StageSpec* spec = nullptr;
   std::string backend;
-  Params params;
+  ParamValues params;
   SourcePos pos;                             // the stage's entry in the file
   std::map<std::string, SourcePos> param_pos;
   std::vector<InputLink> inputs;

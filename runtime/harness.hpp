@@ -8,14 +8,21 @@
 #include <string>
 #include <vector>
 
-#include "runtime/stage.hpp"
+#include "runtime/output_files.hpp"
+#include "runtime/stage_context.hpp"
+#include "runtime/stage_decl.hpp"
 
 namespace uvflow {
 
 class StageHarness {
  public:
-  // Parameters not given take their spec defaults; unknown names throw.
+  // Parameters not given take their spec defaults. Unknown names, and values out of their range
+  // or choices (as the pipeline loader checks them), throw std::invalid_argument.
   StageHarness(const StageSpec& spec, std::string backend, std::map<std::string, ParamValue> params = {});
+  // The typed form: StageHarness h(grid_tiled::spec(), "cpu", grid_tiled::decl, {.central_box = 2}).
+  template <class P>
+  StageHarness(const StageSpec& spec, std::string backend, const StageDecl<P>& decl, const P& params)
+      : StageHarness(spec, std::move(backend), decl.write(params)) {}
   ~StageHarness();
 
   void set_input(const std::string& port, std::shared_ptr<const Payload> p);  // once inputs
@@ -42,13 +49,16 @@ class StageHarness {
   void commit_outputs();
 
  private:
-  bool device_inputs_wait();
-  void stamp_device(const std::map<std::string, std::size_t>& emitted_before);
-  class Ctx;
+  // One call of the stage with these stream inputs (plus the once inputs); keeps what it emits.
+  void call(void (Stage::*fn)(Context&), std::int64_t item, PayloadMap stream_inputs);
   const StageSpec spec_;  // a copy: callers pass temporaries such as write_fits_spec()
   std::string backend_;
   std::unique_ptr<Stage> stage_;
-  std::unique_ptr<Ctx> ctx_;
+  OutputFiles files_{"harness"};
+  StageState state_;  // refers to spec_ and files_
+  PayloadMap once_;
+  std::map<std::string, std::vector<std::shared_ptr<const Payload>>> out_;
+  std::int64_t next_item_ = 0;
 };
 
 }  // namespace uvflow

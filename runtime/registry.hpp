@@ -1,5 +1,6 @@
 // The stage registry: built-in stages are added explicitly from one list
-// (stages/builtin.cpp); plugins are shared libraries with one versioned extern "C" entry point.
+// (stages/builtin.hpp declares it: runtime knows no stage); plugins are shared libraries with one
+// versioned extern "C" entry point.
 #pragma once
 
 #include <filesystem>
@@ -30,9 +31,6 @@ class Registry {
   std::vector<std::filesystem::path> plugins_;
   std::vector<std::shared_ptr<void>> handles_;  // dlopen handles, kept open for the process
 };
-
-// Adds every built-in stage (stages/builtin.cpp).
-void register_builtin_stages(Registry& r);
 
 // What a plugin's entry point returns.
 struct PluginInfo {

@@ -71,7 +71,13 @@ std::string to_string(const ParamValue& v) {
   return std::visit(V{}, v);
 }
 
-double Params::number(std::string_view name) const {
+const ParamValue& ParamValues::value(std::string_view name) const {
+  auto it = values_.find(name);
+  if (it == values_.end()) throw std::logic_error("parameter '" + std::string(name) + "' not set");
+  return it->second;
+}
+
+double ParamValues::number(std::string_view name) const {
   auto it = values_.find(name);
   if (it != values_.end())
     if (auto i = std::get_if<std::int64_t>(&it->second)) return double(*i);

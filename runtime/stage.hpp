@@ -3,6 +3,7 @@
 // configure -> prepare -> process (one item) -> finish (end of stream).
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -44,10 +45,11 @@ struct ParamSpec {
 };
 
 // Validated parameter values of one stage, with every default filled in.
-class Params {
+class ParamValues {
  public:
   void set(std::string name, ParamValue v) { values_[std::move(name)] = std::move(v); }
   bool has(std::string_view name) const { return values_.count(std::string(name)) != 0; }
+  const ParamValue& value(std::string_view name) const;
   std::int64_t integer(std::string_view name) const { return get<std::int64_t>(name); }
   double number(std::string_view name) const;  // integers convert
   bool boolean(std::string_view name) const { return get<bool>(name); }
@@ -105,6 +107,31 @@ struct PortSpec {
   bool optional = false;  // inputs only: may be left unconnected
 };
 
+// A typed port: the payload type is part of the constant, so ctx.in(port) returns that type and
+// ctx.emit(port, p) accepts only it; a misspelled port is a compile error, not a run-time one.
+template <class T>
+struct In {
+  std::string_view name;
+  Arity arity = Arity::stream;
+  Residency residency = Residency::backend;
+  std::string_view doc;
+  bool optional = false;  // may be left unconnected
+  operator PortSpec() const {
+    return {std::string(name), std::string(T::type_name), arity, residency, std::string(doc), optional};
+  }
+};
+
+template <class T>
+struct Out {
+  std::string_view name;
+  Arity arity = Arity::stream;
+  Residency residency = Residency::backend;
+  std::string_view doc;
+  operator PortSpec() const {
+    return {std::string(name), std::string(T::type_name), arity, residency, std::string(doc), false};
+  }
+};
+
 // ---------------------------------------------------------------- stages
 
 class Context;
@@ -127,7 +154,7 @@ class Stage {
   virtual ~Stage() = default;
   // Check the parameters together (single values were checked against the spec already).
   // Throw ParamError to point at a parameter. Allocate nothing.
-  virtual void configure(const Params&) {}
+  virtual void configure(const ParamValues&) {}
   // Look at the environment: open input files, check the device, build plans.
   virtual void prepare(PrepareContext&) {}
   // Sources only (stages without inputs): how many items process() will be called for.
@@ -211,6 +238,15 @@ class Context {
   // succeeds; on failure or Ctrl-C it is removed, so no half-written file is left.
   virtual std::filesystem::path output_file(const std::filesystem::path& final_path) = 0;
   virtual bool cancelled() const = 0;
+
+  // Typed ports (In<T>, Out<T> constants of a stage's declaration).
+  template <class T>
+  std::shared_ptr<const T> in(const In<T>& port) const { return in<T>(port.name); }
+  template <class T>
+  bool connected(const In<T>& port) const { return connected(port.name); }
+  template <class T, class U>
+    requires std::derived_from<U, T>
+  void emit(const Out<T>& port, std::shared_ptr<U> p) { emit(port.name, std::move(p)); }
 
   template <class T>
   std::shared_ptr<const T> in(std::string_view port) const {

@@ -1,5 +1,5 @@
 // The one list of built-in stages: adding a stage means adding its spec here.
-#include "runtime/registry.hpp"
+#include "stages/builtin.hpp"
 #include "stages/fft/grid_to_image.hpp"
 #include "stages/grid/atomic.hpp"
 #include "stages/grid/serial.hpp"
@@ -27,30 +27,30 @@
 namespace uvflow {
 
 void register_builtin_stages(Registry& r) {
-  r.add(transfer_to_device_spec());
-  r.add(transfer_to_host_spec());
-  r.add(grid_atomic_spec());
-  r.add(grid_serial_spec());
-  r.add(grid_tiled_spec());
-  r.add(uvw_w_sort_spec());
-  r.add(uvw_bounding_box_spec());
-  r.add(uvw_weight_density_spec());
-  r.add(uvw_weighting_spec());
-  r.add(tiles_count_spec());
-  r.add(tiles_bucket_sort_spec());
-  r.add(io_simulate_spec());
-  r.add(io_read_ms_spec());
-  r.add(io_write_ms_spec());
-  r.add(write_fits_spec());
-  r.add(write_png_spec());
-  r.add(kernels_wproj_spec());
-  r.add(fft_grid_to_image_spec());
-  r.add(image_grid_correct_spec());
-  r.add(read_fits_spec());
-  r.add(simulate_frames_spec());
-  r.add(psf_spec());
-  r.add(column_gain_spec());
-  r.add(psf_convolve_spec());
+  r.add(transfer_to_device::spec());
+  r.add(transfer_to_host::spec());
+  r.add(grid_atomic::spec());
+  r.add(grid_serial::spec());
+  r.add(grid_tiled::spec());
+  r.add(uvw_w_sort::spec());
+  r.add(uvw_bounding_box::spec());
+  r.add(uvw_weight_density::spec());
+  r.add(uvw_weighting::spec());
+  r.add(tiles_count::spec());
+  r.add(tiles_bucket_sort::spec());
+  r.add(io_simulate::spec());
+  r.add(io_read_ms::spec());
+  r.add(io_write_ms::spec());
+  r.add(io_write_fits::spec());
+  r.add(io_write_png::spec());
+  r.add(kernels_wproj::spec());
+  r.add(fft_grid_to_image::spec());
+  r.add(image_grid_correct::spec());
+  r.add(io_read_fits::spec());
+  r.add(io_simulate_frames::spec());
+  r.add(image_psf::spec());
+  r.add(image_column_gain::spec());
+  r.add(image_psf_convolve::spec());
 }
 
 }  // namespace uvflow

@@ -27,7 +27,7 @@ using Blocks = std::vector<std::shared_ptr<const VisBlock>>;
 
 
 GridRun grid_cpu(std::shared_ptr<const KernelStack> ks, const Blocks& blocks) {
-  return run_gridder(grid_atomic_spec(), "cpu", std::move(ks), blocks);
+  return run_gridder(grid_atomic::spec(), "cpu", std::move(ks), blocks);
 }
 
 // The stage's grid, totals and work equal Listing 1's.
@@ -55,7 +55,7 @@ struct Shape {
 }  // namespace
 
 TEST(GridAtomicSpec, DeclaresPortsAndBackends) {
-  const StageSpec s = grid_atomic_spec();
+  const StageSpec s = grid_atomic::spec();
   EXPECT_EQ(s.type, "grid.atomic");
   ASSERT_NE(s.input("vis"), nullptr);
   EXPECT_EQ(s.input("vis")->arity, Arity::stream);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "graph/pipeline.hpp"
+#include "stages/builtin.hpp"
 #include "tests/support/source_dir.hpp"
 
 using namespace uvflow;

@@ -1,5 +1,6 @@
 // The flow-graph executor on small test stages: ordering, joins, bounded in-flight items,
-// failure and Ctrl-C cancellation, output files committed only on success.
+// failure and Ctrl-C cancellation, output files committed only on success; and the one-stage
+// harness's parameter checks, the loader's.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -7,6 +8,8 @@
 
 #include "graph/executor.hpp"
 #include "graph/pipeline.hpp"
+#include "runtime/harness.hpp"
+#include "stages/builtin.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/test_stages.hpp"
 
@@ -150,4 +153,78 @@ TEST_F(Fixture, InterruptBeforeTheRunCancelsItAndOnlyIt) {
   EXPECT_FALSE(std::filesystem::exists(dir / "total.txt"));
   run_plan(p);
   EXPECT_TRUE(std::filesystem::exists(dir / "total.txt"));
+}
+
+namespace {
+
+// A stage with one parameter of each checked kind, which does nothing.
+StageSpec checked_spec() {
+  struct Idle : Stage {
+    void process(Context&) override {}
+  };
+  StageSpec s{"test.checked", "parameters with ranges and choices"};
+  s.params = {{"count", ParamType::integer, std::int64_t(1), false, "", 0, 10, {}, {}, "an integer"},
+              {"gain", ParamType::number, 1.0, false, "dB", -3, 3, {}, {}, "a number"},
+              {"taps", ParamType::numbers, std::vector<double>{}, false, "", 0, 1, {}, {}, "numbers"},
+              {"mode", ParamType::choice, std::string("fast"), false, "", {}, {}, {"fast", "exact"}, {}, "a choice"}};
+  s.backends = {{"cpu", [] { return std::unique_ptr<Stage>(std::make_unique<Idle>()); }}};
+  return s;
+}
+
+// The message of the std::invalid_argument the harness throws for these parameters ("" if none).
+std::string harness_error(std::map<std::string, ParamValue> params) {
+  try {
+    StageHarness h(checked_spec(), "cpu", std::move(params));
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+// The harness checks given values as the pipeline loader does, with the loader's message naming
+// the stage type and the parameter.
+TEST(Harness, RejectsAValueOutOfItsRange) {
+  EXPECT_EQ(harness_error({{"count", std::int64_t(11)}}),
+            "test.checked parameter 'count' = 11 is out of range [0, 10]");
+  EXPECT_EQ(harness_error({{"gain", 3.5}}), "test.checked parameter 'gain' = 3.5 is out of range [-3, 3] dB");
+  EXPECT_EQ(harness_error({{"gain", std::int64_t(-4)}}),  // an integer for a number: converted, then checked
+            "test.checked parameter 'gain' = -4 is out of range [-3, 3] dB");
+  EXPECT_EQ(harness_error({{"taps", std::vector<double>{0.5, 2}}}),
+            "test.checked parameter 'taps' = 2 is out of range [0, 1]");
+}
+
+TEST(Harness, RejectsAnUnknownChoice) {
+  EXPECT_EQ(harness_error({{"mode", std::string("slow")}}),
+            "test.checked parameter 'mode' must be one of fast, exact, got 'slow'");
+}
+
+TEST(Harness, AcceptsValuesInRangeAndKnownChoices) {
+  EXPECT_EQ(harness_error({{"count", std::int64_t(10)},
+                           {"gain", -3.0},
+                           {"taps", std::vector<double>{0, 1}},
+                           {"mode", std::string("exact")}}),
+            "");
+  EXPECT_EQ(harness_error({}), "");  // the defaults
+}
+
+// The loader reports the same text for the same value (plus where it was written).
+TEST_F(Fixture, LoaderAndHarnessShareTheRangeMessage) {
+  try {
+    plan(linear(), {"scale.factor=300"});
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("stage 'scale' (test.scale) parameter 'factor' = 300 is out of range [-100, 100]"),
+              std::string::npos)
+        << e.what();
+  }
+  const StageSpec* scale = reg.find("test.scale");
+  ASSERT_NE(scale, nullptr);
+  try {
+    StageHarness h(*scale, "cpu", {{"factor", 300.0}});
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), "test.scale parameter 'factor' = 300 is out of range [-100, 100]");
+  }
 }

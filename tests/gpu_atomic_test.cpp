@@ -30,7 +30,7 @@ class GridAtomicGpu : public test::GpuTest {
     Blocks on_device;
     for (auto& b : blocks) on_device.push_back(moved(b, Location::device));
     auto dks = moved(ks, Location::device);
-    const GridRun run = run_gridder(grid_atomic_spec(), "cuda", dks, on_device);
+    const GridRun run = run_gridder(grid_atomic::spec(), "cuda", dks, on_device);
     EXPECT_EQ(run.grid->cells.location(), Location::device);
     EXPECT_EQ(run.grid->totals.location(), Location::device);
     auto host = moved(std::shared_ptr<const Grid>(run.grid), Location::host);
@@ -39,7 +39,7 @@ class GridAtomicGpu : public test::GpuTest {
 
   // The cuda backend's grid, totals and visibility count equal the cpu backend's.
   GridRun expect_cuda_matches_cpu(const std::shared_ptr<const KernelStack>& ks, const Blocks& blocks) {
-    const GridRun cpu = run_gridder(grid_atomic_spec(), "cpu", ks, blocks);
+    const GridRun cpu = run_gridder(grid_atomic::spec(), "cpu", ks, blocks);
     const GridRun gpu = grid_cuda(ks, blocks);
     const Grid &g = *gpu.grid, &ref = *cpu.grid;
     EXPECT_EQ(g.geom, ks->geom);
@@ -127,7 +127,7 @@ TEST_F(GridAtomicGpu, NonFiniteUvwIsSkipped) {
   auto with_bad = vis;
   const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
   with_bad.insert(with_bad.begin() + 100, {{nan, 0, 0}, {0, inf, 0}, {0, 0, -inf}});
-  const GridRun cpu = run_gridder(grid_atomic_spec(), "cpu", ks, {make_block(*ks, vis)});
+  const GridRun cpu = run_gridder(grid_atomic::spec(), "cpu", ks, {make_block(*ks, vis)});
   const GridRun gpu = grid_cuda(ks, {make_block(*ks, with_bad)});
   EXPECT_LT(relative_frobenius(*gpu.grid, cpu.grid->cells), 1e-5);
   EXPECT_NEAR(gpu.grid->norm(), cpu.grid->norm(), 1e-9 * cpu.grid->norm());

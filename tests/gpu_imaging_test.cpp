@@ -11,6 +11,7 @@
 #include "graph/pipeline.hpp"
 #include "runtime/harness.hpp"
 #include "runtime/pinned_pool.hpp"
+#include "stages/builtin.hpp"
 #include "stages/fft/grid_to_image.hpp"
 #include "stages/image/grid_correct.hpp"
 #include "tests/support/fits_read.hpp"
@@ -51,10 +52,10 @@ TEST_F(GpuImaging, GridToImageMatchesCpu) {
   for (unsigned seed : {7u, unsigned(std::random_device{}())}) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     auto grid = random_grid(320, 256, seed);
-    StageHarness cpu(fft_grid_to_image_spec(), "cpu");
+    StageHarness cpu(fft_grid_to_image::spec(), "cpu");
     cpu.set_input("grid", grid);
     cpu.process();
-    StageHarness gpu(fft_grid_to_image_spec(), "cuda");
+    StageHarness gpu(fft_grid_to_image::spec(), "cuda");
     gpu.set_input("grid", moved(std::shared_ptr<const Grid>(grid), Location::device));
     gpu.process();
     auto out = gpu.output<Image>("image");
@@ -70,7 +71,7 @@ TEST_F(GpuImaging, GridToImageRejectsAnEmptyGridAsTheCpuDoes) {
   auto grid = std::make_shared<Grid>(Grid::zeros_on_host({64, 80, 1e-5}, std::make_shared<Observation>()));
   for (const char* backend : {"cpu", "cuda"}) {
     SCOPED_TRACE(backend);
-    StageHarness h(fft_grid_to_image_spec(), backend);
+    StageHarness h(fft_grid_to_image::spec(), backend);
     h.set_input("grid", std::string(backend) == "cpu" ? std::shared_ptr<const Grid>(grid)
                                                        : moved(std::shared_ptr<const Grid>(grid), Location::device));
     try {
@@ -93,11 +94,11 @@ TEST_F(GpuImaging, GridCorrectMatchesCpu) {
   const auto ks = test::wproj_stack(384, 30, 16);
   for (const char* table : {"kernel", "sinc", "sinc2"}) {
     SCOPED_TRACE(table);
-    StageHarness cpu(image_grid_correct_spec(), "cpu", {{"table_correction", std::string(table)}});
+    StageHarness cpu(image_grid_correct::spec(), "cpu", {{"table_correction", std::string(table)}});
     cpu.set_input("image", img);
     cpu.set_input("kernels", ks);
     cpu.process();
-    StageHarness gpu(image_grid_correct_spec(), "cuda", {{"table_correction", std::string(table)}});
+    StageHarness gpu(image_grid_correct::spec(), "cuda", {{"table_correction", std::string(table)}});
     gpu.set_input("image", moved(std::shared_ptr<const Image>(img), Location::device));
     gpu.set_input("kernels", moved(ks, Location::device));
     gpu.process();

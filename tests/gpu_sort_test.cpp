@@ -19,6 +19,8 @@
 #include "stages/tiles/bucket_sort.hpp"
 #include "stages/tiles/count.hpp"
 #include "stages/uvw/bounding_box.hpp"
+#include "stages/shared/placement.hpp"
+#include "stages/shared/tiles.hpp"
 #include "stages/uvw/w_sort.hpp"
 #include "tests/support/gpu_test.hpp"
 #include "tests/support/grid_cases.hpp"
@@ -112,9 +114,9 @@ class GpuSort : public test::GpuTest {
   std::vector<Sorted> chain(const std::string& backend, std::shared_ptr<const KernelStack> ks, const Blocks& blocks,
                             Tiles t) {
     const bool cuda = backend == "cuda";
-    StageHarness sort(uvw_w_sort_spec(), backend), box(uvw_bounding_box_spec(), backend);
-    StageHarness count(tiles_count_spec(), backend, {{"tile_u", std::int64_t(t.u)}, {"tile_v", std::int64_t(t.v)}});
-    StageHarness bucket(tiles_bucket_sort_spec(), backend);
+    StageHarness sort(uvw_w_sort::spec(), backend), box(uvw_bounding_box::spec(), backend);
+    StageHarness count(tiles_count::spec(), backend, {{"tile_u", std::int64_t(t.u)}, {"tile_v", std::int64_t(t.v)}});
+    StageHarness bucket(tiles_bucket_sort::spec(), backend);
     sort.set_input("kernels", ks);
     std::vector<Sorted> out;
     for (std::size_t i = 0; i < blocks.size(); ++i) {
@@ -304,7 +306,7 @@ TEST_F(GpuSort, WSortMatchesCpu) {
       SCOPED_TRACE(sh.str());
       auto ks = random_kernel_stack(rng, sh.planes, sh.max_support, sh.oversample, sh.grid_size);
       const Inputs in = inputs(rng, *ks, sh.vis);
-      StageHarness cpu(uvw_w_sort_spec(), "cpu"), gpu(uvw_w_sort_spec(), "cuda");
+      StageHarness cpu(uvw_w_sort::spec(), "cpu"), gpu(uvw_w_sort::spec(), "cuda");
       cpu.set_input("kernels", ks);
       gpu.set_input("kernels", moved(std::shared_ptr<const KernelStack>(ks), Location::device));
       const Blocks on_device = upload(in.cuda);
@@ -361,7 +363,7 @@ TEST_F(GpuSort, DeviceChainGridsLikeCpuChain) {
       const auto cpu = chain("cpu", ks, in.cpu, t);
       const auto gpu = chain("cuda", moved(std::shared_ptr<const KernelStack>(ks), Location::device), upload(in.cuda), t);
       auto grid = [&](const std::vector<Sorted>& sorted) {
-        StageHarness h(grid_tiled_spec(), "cpu", {{"central_box", std::int64_t(2)}});
+        StageHarness h(grid_tiled::spec(), "cpu", {{"central_box", std::int64_t(2)}});
         h.set_input("kernels", ks);
         for (auto& s : sorted) h.process({{"buckets", s.buckets}});
         h.finish();
@@ -390,14 +392,14 @@ TEST_F(GpuSort, MismatchedOrHostInputsAreRejected) {
   const auto b = chain("cuda", dks, {blocks[1]}, {16, 16});
   // chain() downloads; the stages need device inputs.
   auto placed = moved(a[0].placed, Location::device);
-  StageHarness count(tiles_count_spec(), "cuda", {{"tile_u", std::int64_t(16)}, {"tile_v", std::int64_t(16)}});
+  StageHarness count(tiles_count::spec(), "cuda", {{"tile_u", std::int64_t(16)}, {"tile_v", std::int64_t(16)}});
   EXPECT_THROW(count.process({{"vis", placed}, {"box", moved(b[0].box, Location::device)}}), InputError);
-  StageHarness bucket(tiles_bucket_sort_spec(), "cuda");
+  StageHarness bucket(tiles_bucket_sort::spec(), "cuda");
   EXPECT_THROW(bucket.process({{"vis", placed}, {"counts", moved(b[0].counts, Location::device)}}), InputError);
-  StageHarness box(uvw_bounding_box_spec(), "cuda");
+  StageHarness box(uvw_bounding_box::spec(), "cuda");
   EXPECT_THROW(box.process({{"vis", blocks[0]}}), InputError);  // not placed
   EXPECT_THROW(box.process({{"vis", a[0].placed}}), std::logic_error);  // on the host
-  StageHarness sort(uvw_w_sort_spec(), "cuda");
+  StageHarness sort(uvw_w_sort::spec(), "cuda");
   sort.set_input("kernels", dks);
   EXPECT_THROW(sort.process({{"vis", make_block(*ks, random_vis(rng, *ks, 10))}}), std::logic_error);  // on the host
 }

@@ -18,6 +18,7 @@
 #include "runtime/harness.hpp"
 #include "runtime/payloads/image.hpp"
 #include "runtime/registry.hpp"
+#include "stages/builtin.hpp"
 #include "stages/image/column_gain.hpp"
 #include "stages/image/psf_convolve.hpp"
 #include "stages/io/read_fits.hpp"
@@ -58,7 +59,7 @@ std::map<std::string, ParamValue> with_method(const std::string& method) { retur
 // Host frames through one cuda image.psf_convolve (uploaded first), finish() included (it raises
 // the last frames' non-finite pixels); the outputs back on the host.
 std::vector<ImagePtr> convolve_cuda(const std::vector<ImagePtr>& frames, const ImagePtr& psf, const std::string& method) {
-  StageHarness h(psf_convolve_spec(), "cuda", with_method(method));
+  StageHarness h(image_psf_convolve::spec(), "cuda", with_method(method));
   h.set_input("psf", psf);
   for (auto& f : frames) h.process({{"frame", moved(f, Location::device)}});
   h.finish();
@@ -90,7 +91,7 @@ TEST_P(ConvolveCudaMatchesListing41, EveryMethod) {
   const auto [c, random] = GetParam();
   test::expect_every_method(c, random, "cuda",
                             [](const ImagePtr& f, const ImagePtr& p, const std::string& m) { return convolve_cuda(f, p, m); },
-                            psf_convolve::choose_cuda(c.nx, c.ny, c.kx, c.ky) == psf_convolve::Method::direct);
+                            image_psf_convolve::choose_cuda(c.nx, c.ny, c.kx, c.ky) == image_psf_convolve::Method::direct);
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, ConvolveCudaMatchesListing41,
@@ -133,7 +134,7 @@ TEST_F(StraylightGpu, OnePsfServesALongStream) {
 
 TEST_F(StraylightGpu, PsfLargerThanTheFrame) {
   for (auto [kx, ky] : {std::pair{14, 3}, std::pair{3, 18}}) {
-    StageHarness h(psf_convolve_spec(), "cuda", with_method("auto"));
+    StageHarness h(image_psf_convolve::spec(), "cuda", with_method("auto"));
     h.set_input("psf", model_psf(kx, ky));
     auto frame = moved(blank(13, 17), Location::device);
     expect_input_error([&] { h.process({{"frame", frame}}); }, test::psf_larger_than_13x17(kx, ky));
@@ -143,7 +144,7 @@ TEST_F(StraylightGpu, PsfLargerThanTheFrame) {
 TEST_F(StraylightGpu, NanInfiniteAndAllZeroPsfs) {
   for (auto& [psf, text] : test::bad_psfs())
     for (const char* method : {"direct", "fft"}) {
-      StageHarness h(psf_convolve_spec(), "cuda", with_method(method));
+      StageHarness h(image_psf_convolve::spec(), "cuda", with_method(method));
       h.set_input("psf", psf);
       auto frame = moved(blank(13, 17), Location::device);
       expect_input_error([&] { h.process({{"frame", frame}}); }, text);
@@ -159,7 +160,7 @@ TEST_F(StraylightGpu, NanAndInfiniteFramePixels) {
     for (auto& [frame, text] : {std::pair{nan, "frame 1 pixel (x 12, y 16) is NaN"},
                                 std::pair{inf, "frame 1 pixel (x 0, y 5) is infinite"}}) {
       SCOPED_TRACE(method);
-      StageHarness h(psf_convolve_spec(), "cuda", with_method(method));
+      StageHarness h(image_psf_convolve::spec(), "cuda", with_method(method));
       h.set_input("psf", model_psf(3, 3));
       h.process({{"frame", moved(blank(13, 17), Location::device)}});
       h.process({{"frame", moved(frame, Location::device)}});
@@ -180,7 +181,7 @@ TEST_F(StraylightGpu, NanAndInfiniteFramePixels) {
 
 TEST_F(StraylightGpu, FramesOfDifferentSizesInOneStream) {
   for (const char* method : {"direct", "fft"}) {
-    StageHarness h(psf_convolve_spec(), "cuda", with_method(method));
+    StageHarness h(image_psf_convolve::spec(), "cuda", with_method(method));
     h.set_input("psf", model_psf(3, 3));
     h.process({{"frame", moved(blank(13, 17), Location::device)}});
     auto other = moved(blank(12, 17), Location::device);
@@ -201,7 +202,7 @@ TEST_F(StraylightGpu, ColumnGainCudaEqualsCpu) {
   std::printf("seed %u\n", seed);
   std::mt19937 rng(seed);
   {
-    StageHarness w(write_fits_spec(), "cpu", {{"path", (dir / "gains.fits").string()}});
+    StageHarness w(io_write_fits::spec(), "cpu", {{"path", (dir / "gains.fits").string()}});
     w.process({{"image", ImagePtr(uniform(813, 1, rng, 0.5, 1.5))}});
     w.commit_outputs();
   }
@@ -213,7 +214,7 @@ TEST_F(StraylightGpu, ColumnGainCudaEqualsCpu) {
       {{"source", std::string("linear")}, {"gain", 2.0}, {"slope", 0.01}}};
   for (const auto& params : sources) {
     SCOPED_TRACE("source " + std::to_string(&params - sources));
-    StageHarness cpu(column_gain_spec(), "cpu", params), cuda(column_gain_spec(), "cuda", params);
+    StageHarness cpu(image_column_gain::spec(), "cpu", params), cuda(image_column_gain::spec(), "cuda", params);
     cpu.process({{"frame", ImagePtr(frame)}});
     cuda.process({{"frame", moved(frame, Location::device)}});
     const ImagePtr want = cpu.output<Image>("frame"), got = on_host(*cuda.output<Image>("frame"));
@@ -221,7 +222,7 @@ TEST_F(StraylightGpu, ColumnGainCudaEqualsCpu) {
     ASSERT_EQ(got->pixels.size(), want->pixels.size());
     EXPECT_TRUE(std::equal(got->pixels.begin(), got->pixels.end(), want->pixels.begin()));
   }
-  StageHarness cuda(column_gain_spec(), "cuda", sources[0]);
+  StageHarness cuda(image_column_gain::spec(), "cuda", sources[0]);
   auto narrow = moved(blank(812, 4), Location::device);
   expect_input_error([&] { cuda.process({{"frame", narrow}}); },
                      "frame 0 is 812 pixels wide but file " + (dir / "gains.fits").string() + ", HDU 1 holds 813 column gains");
@@ -238,7 +239,7 @@ struct StraylightGpuPipelines : StraylightGpu {
     std::filesystem::current_path(dir.path());
   }
   std::vector<ImagePtr> read_frames(const std::string& glob) {
-    StageHarness read(read_fits_spec(), "cpu", {{"path", (dir / glob).string()}});
+    StageHarness read(io_read_fits::spec(), "cpu", {{"path", (dir / glob).string()}});
     read.run_source();
     std::vector<ImagePtr> v;
     for (auto& p : read.outputs("frames")) v.push_back(std::static_pointer_cast<const Image>(p));
@@ -274,7 +275,8 @@ TEST_F(StraylightGpuPipelines, MatchesTheCpuPipelineAndCrossesTheBusOnceEachWay)
     EXPECT_EQ(r.stage("gain").backend, "cuda");
     EXPECT_EQ(r.stage("convolve").backend, "cuda");
     EXPECT_EQ(transfers, 2) << "one upload before the gain, one download after the convolution";
-    EXPECT_DOUBLE_EQ(h2d, 5 * frame_bytes);
+    // The frames once each way, and the 9 x 7 PSF once, uploaded by the convolution itself.
+    EXPECT_DOUBLE_EQ(h2d, 5 * frame_bytes + 9 * 7 * sizeof(float));
     EXPECT_DOUBLE_EQ(d2h, 5 * frame_bytes);
   }
 }
@@ -284,7 +286,7 @@ TEST_F(StraylightGpuPipelines, NanFrameFailsTheRunAndWritesNothing) {
   for (auto& p : good->pixels) p = 1.0f;
   bad->pixels[7 * 40 + 5] = NAN;
   for (auto [name, im] : {std::pair{"a.fits", good}, std::pair{"b.fits", bad}}) {
-    StageHarness w(write_fits_spec(), "cpu", {{"path", (dir / name).string()}});
+    StageHarness w(io_write_fits::spec(), "cpu", {{"path", (dir / name).string()}});
     w.process({{"image", ImagePtr(im)}});
     w.commit_outputs();
   }

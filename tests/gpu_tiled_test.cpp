@@ -42,10 +42,10 @@ class GridTiledGpu : public test::GpuTest {
   GridRun grid_on_device(const std::shared_ptr<const KernelStack>& ks, const Blocks& blocks, const Variant& v,
                          bool cpu_sort = false) {
     auto dks = moved(std::shared_ptr<const KernelStack>(ks), Location::device);
-    StageHarness sort(uvw_w_sort_spec(), cpu_sort ? "cpu" : "cuda"), box(uvw_bounding_box_spec(), "cuda"),
-        count(tiles_count_spec(), "cuda", {{"tile_u", std::int64_t(v.tile_u)}, {"tile_v", std::int64_t(v.tile_v)}}),
-        bucket(tiles_bucket_sort_spec(), "cuda"),
-        grid(grid_tiled_spec(), "cuda", {{"variant", std::string(v.name)}, {"entries_per_item", std::int64_t(64)},
+    StageHarness sort(uvw_w_sort::spec(), cpu_sort ? "cpu" : "cuda"), box(uvw_bounding_box::spec(), "cuda"),
+        count(tiles_count::spec(), "cuda", {{"tile_u", std::int64_t(v.tile_u)}, {"tile_v", std::int64_t(v.tile_v)}}),
+        bucket(tiles_bucket_sort::spec(), "cuda"),
+        grid(grid_tiled::spec(), "cuda", {{"variant", std::string(v.name)}, {"entries_per_item", std::int64_t(64)},
                                          {"register_columns", std::int64_t(v.register_columns)}, {"central_box", std::int64_t(1)}, {"nag_blocks_per_central_tile", std::int64_t(50)}});
     sort.set_input("kernels", cpu_sort ? std::shared_ptr<const KernelStack>(ks) : dks);
     grid.set_input("kernels", dks);

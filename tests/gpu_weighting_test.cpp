@@ -15,6 +15,7 @@
 #include "runtime/error.hpp"
 #include "runtime/harness.hpp"
 #include "runtime/registry.hpp"
+#include "stages/builtin.hpp"
 #include "stages/uvw/weight_density.hpp"
 #include "stages/uvw/weighting.hpp"
 #include "tests/support/fits_read.hpp"
@@ -41,7 +42,7 @@ class WeightingGpu : public test::GpuTest {
 
   std::shared_ptr<const WeightDensity> density(const std::string& backend, const std::shared_ptr<KernelStack>& ks,
                                                const Blocks& blocks) {
-    StageHarness h(uvw_weight_density_spec(), backend);
+    StageHarness h(uvw_weight_density::spec(), backend);
     h.set_input("kernels", ks);
     for (auto& b : blocks) h.process({{"vis", b}});
     h.finish();
@@ -50,7 +51,7 @@ class WeightingGpu : public test::GpuTest {
 
   Blocks weighted(const std::string& backend, const std::string& mode, double robust, double rank_filter,
                   std::int64_t rank_filter_size, const std::shared_ptr<const WeightDensity>& d, const Blocks& blocks) {
-    StageHarness h(uvw_weighting_spec(), backend,
+    StageHarness h(uvw_weighting::spec(), backend,
                    {{"mode", mode}, {"robust", robust}, {"rank_filter", rank_filter}, {"rank_filter_size", rank_filter_size}});
     h.set_input("density", d);
     for (auto& b : blocks) h.process({{"vis", b}});
@@ -120,7 +121,7 @@ TEST_F(WeightingGpu, DensityAndWeightsMatchCpu) {
 TEST_F(WeightingGpu, InvalidInputStopsTheRun) {
   auto ks = geometry_only_kernels(64, 100);
   for (auto pts : {std::vector<UvWeight>{{1, 1, 1.0f}, {NAN, 1, 1.0f}}, std::vector<UvWeight>{{1, 1, -2.0f}}}) {
-    StageHarness h(uvw_weight_density_spec(), "cuda");
+    StageHarness h(uvw_weight_density::spec(), "cuda");
     h.set_input("kernels", ks);
     h.process({{"vis", moved(std::shared_ptr<const VisBlock>(uv_block(pts)), Location::device)}});
     EXPECT_THROW(h.finish(), InputError);

@@ -17,7 +17,7 @@
 #include "runtime/payloads/image.hpp"
 #include "runtime/payloads/kernels.hpp"
 #include "stages/image/grid_correct.hpp"
-#include "stages/kernels/spheroidal.hpp"
+#include "stages/shared/spheroidal.hpp"
 #include "tests/support/seeds.hpp"
 #include "tests/support/spheroidal_ref.hpp"
 #include "tests/support/wproj_stack.hpp"
@@ -54,7 +54,7 @@ std::shared_ptr<Grid> random_grid(int grid_size, int image_size, unsigned seed, 
 }
 
 std::shared_ptr<const Image> to_image(const std::shared_ptr<const Grid>& grid) {
-  const StageSpec spec = fft_grid_to_image_spec();
+  const StageSpec spec = fft_grid_to_image::spec();
   StageHarness h(spec, "cpu");
   h.set_input("grid", grid);
   h.process();
@@ -234,7 +234,7 @@ std::shared_ptr<Image> random_image(int n, unsigned seed) {
 void expect_corrected(int N, int n, int o, unsigned seed, int sinc_power = 1) {
   SCOPED_TRACE("grid " + std::to_string(N) + ", image " + std::to_string(n) + ", oversample " + std::to_string(o));
   auto img = random_image(n, seed);
-  const StageSpec spec = image_grid_correct_spec();
+  const StageSpec spec = image_grid_correct::spec();
   StageHarness h(spec, "cpu", {{"table_correction", std::string(sinc_power == 2 ? "sinc2" : "sinc")}});
   h.set_input("image", img);
   h.set_input("kernels", stack_for(N, n, o));
@@ -284,7 +284,7 @@ void expect_kernel_corrected(const std::shared_ptr<const KernelStack>& ks, unsig
                ", support " + std::to_string(s) + ", grid corner at l^2 + m^2 = " +
                std::to_string(2 * std::pow(std::sin(ks->geom.cell_rad) * N / 2, 2)));
   auto img = random_image(n, seed);
-  StageHarness h(image_grid_correct_spec(), "cpu");
+  StageHarness h(image_grid_correct::spec(), "cpu");
   h.set_input("image", img);
   h.set_input("kernels", ks);
   h.process();
@@ -351,7 +351,7 @@ TEST(GridCorrect, KernelTableDiffersFromGrdsfWhereTheTableIsCoarse) {
 }
 
 TEST(GridCorrect, KernelTableNeedsPlaneZero) {
-  StageHarness h(image_grid_correct_spec(), "cpu");
+  StageHarness h(image_grid_correct::spec(), "cpu");
   h.set_input("image", random_image(40, 1));
   h.set_input("kernels", stack_for(48, 40, 4));  // geometry only
   try {
@@ -376,7 +376,7 @@ TEST(GridCorrect, CorrectionIsSymmetricAndOneOverGrdsfAtTheCentre) {
 }
 
 TEST(GridCorrect, RejectsAnImageOfAnotherSize) {
-  const StageSpec spec = image_grid_correct_spec();
+  const StageSpec spec = image_grid_correct::spec();
   StageHarness h(spec, "cpu");
   h.set_input("image", random_image(32, 1));
   h.set_input("kernels", stack_for(48, 40, 4));

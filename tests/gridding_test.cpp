@@ -54,8 +54,8 @@ struct Chain {
 };
 
 Chain run_chain(std::shared_ptr<const KernelStack> ks, const Blocks& blocks, const Tiling& t) {
-  StageHarness sort(uvw_w_sort_spec(), "cpu"), box(uvw_bounding_box_spec(), "cpu"), bucket(tiles_bucket_sort_spec(), "cpu");
-  StageHarness count(tiles_count_spec(), "cpu", {{"tile_u", std::int64_t(t.tile_u)}, {"tile_v", std::int64_t(t.tile_v)}});
+  StageHarness sort(uvw_w_sort::spec(), "cpu"), box(uvw_bounding_box::spec(), "cpu"), bucket(tiles_bucket_sort::spec(), "cpu");
+  StageHarness count(tiles_count::spec(), "cpu", {{"tile_u", std::int64_t(t.tile_u)}, {"tile_v", std::int64_t(t.tile_v)}});
   sort.set_input("kernels", ks);
   Chain c;
   for (std::size_t i = 0; i < blocks.size(); ++i) {
@@ -71,9 +71,9 @@ Chain run_chain(std::shared_ptr<const KernelStack> ks, const Blocks& blocks, con
   return c;
 }
 
-GridRun grid_tiled(std::shared_ptr<const KernelStack> ks, const Blocks& blocks, const Tiling& t) {
+GridRun run_tiled(std::shared_ptr<const KernelStack> ks, const Blocks& blocks, const Tiling& t) {
   const Chain c = run_chain(ks, blocks, t);
-  StageHarness h(grid_tiled_spec(), "cpu", {{"central_box", t.central_box}});
+  StageHarness h(grid_tiled::spec(), "cpu", {{"central_box", t.central_box}});
   h.set_input("kernels", ks);
   for (auto& b : c.buckets) h.process({{"buckets", b}});
   h.finish();
@@ -82,10 +82,10 @@ GridRun grid_tiled(std::shared_ptr<const KernelStack> ks, const Blocks& blocks, 
 
 // The same with `threads` threads, more than the cores if asked: the central box then has that
 // many thread-local copies, and the tile queue that many takers.
-GridRun grid_tiled(std::shared_ptr<const KernelStack> ks, const Blocks& blocks, const Tiling& t, int threads) {
+GridRun run_tiled(std::shared_ptr<const KernelStack> ks, const Blocks& blocks, const Tiling& t, int threads) {
   tbb::global_control allow(tbb::global_control::max_allowed_parallelism, threads);
   GridRun run;
-  tbb::task_arena(threads).execute([&] { run = grid_tiled(ks, blocks, t); });
+  tbb::task_arena(threads).execute([&] { run = run_tiled(ks, blocks, t); });
   return run;
 }
 
@@ -104,12 +104,12 @@ void check_gridders(std::shared_ptr<const KernelStack> ks, const Blocks& blocks,
   ASSERT_GT(ref.gridded, 0);
   {
     SCOPED_TRACE("grid.serial");
-    expect_matches(run_gridder(grid_serial_spec(), "cpu", ks, blocks), ref);
+    expect_matches(run_gridder(grid_serial::spec(), "cpu", ks, blocks), ref);
   }
   for (const Tiling& t : tilings)
     for (int threads : {1, 2, 8}) {
       SCOPED_TRACE("grid.tiled, " + t.str() + ", " + std::to_string(threads) + " threads");
-      expect_matches(grid_tiled(ks, blocks, t, threads), ref);
+      expect_matches(run_tiled(ks, blocks, t, threads), ref);
     }
 }
 
@@ -207,8 +207,8 @@ TEST(GridSerialTiled, BothSignsOfW) {
     auto expect_conjugate = [](const Grid& a, const Grid& b) {
       for (std::size_t i = 0; i < a.cells.size(); ++i) ASSERT_EQ(a.cells[i], std::conj(b.cells[i])) << "cell " << i;
     };
-    expect_conjugate(*run_gridder(grid_serial_spec(), "cpu", ks, pos).grid, *run_gridder(grid_serial_spec(), "cpu", ks, neg).grid);
-    expect_conjugate(*grid_tiled(ks, pos, {32, 32, -1}).grid, *grid_tiled(ks, neg, {32, 32, -1}).grid);
+    expect_conjugate(*run_gridder(grid_serial::spec(), "cpu", ks, pos).grid, *run_gridder(grid_serial::spec(), "cpu", ks, neg).grid);
+    expect_conjugate(*run_tiled(ks, pos, {32, 32, -1}).grid, *run_tiled(ks, neg, {32, 32, -1}).grid);
   }
 }
 
@@ -258,7 +258,7 @@ TEST(GridSerialTiled, UnitVisibilitiesSumToTheNorm) {
       for (const cfloat& c : g.cells) sum += c.real();
       return sum;
     };
-    const GridRun serial = run_gridder(grid_serial_spec(), "cpu", ks, blocks), tiled = grid_tiled(ks, blocks, {16, 16, 1});
+    const GridRun serial = run_gridder(grid_serial::spec(), "cpu", ks, blocks), tiled = run_tiled(ks, blocks, {16, 16, 1});
     ASSERT_GT(serial.grid->norm(), 0);
     EXPECT_NEAR(sum_re(*serial.grid), serial.grid->norm(), 1e-6 * serial.grid->norm());
     EXPECT_NEAR(sum_re(*tiled.grid), tiled.grid->norm(), 1e-6 * tiled.grid->norm());
@@ -268,7 +268,7 @@ TEST(GridSerialTiled, UnitVisibilitiesSumToTheNorm) {
 TEST(GridSerialTiled, NoBlocksGiveAnEmptyGrid) {
   std::mt19937_64 rng(3);
   auto ks = random_kernel_stack(rng, 2, 2, 4, 16);
-  for (const GridRun& run : {run_gridder(grid_serial_spec(), "cpu", ks, {}), grid_tiled(ks, {}, {})}) {
+  for (const GridRun& run : {run_gridder(grid_serial::spec(), "cpu", ks, {}), run_tiled(ks, {}, {})}) {
     ASSERT_EQ(run.grid->cells.size(), 16u * 16u);
     EXPECT_TRUE(std::all_of(run.grid->cells.begin(), run.grid->cells.end(), [](cfloat c) { return c == cfloat(0); }));
     EXPECT_EQ(run.grid->norm(), 0);
@@ -328,7 +328,7 @@ TEST(UvwWSort, RejectsNonFiniteUvw) {
   auto ks = random_kernel_stack(rng, 2, 2, 4, 32);
   auto b = make_block(*ks, {{0, 0, 0}, {1, 1, 0}});
   b->ww[1] = std::nanf("");
-  StageHarness h(uvw_w_sort_spec(), "cpu");
+  StageHarness h(uvw_w_sort::spec(), "cpu");
   h.set_input("kernels", ks);
   EXPECT_THROW(h.process({{"vis", b}}), InputError);
 }
@@ -450,18 +450,18 @@ TEST(TilesCountBucketSort, InputsFromDifferentBlocksAreRejected) {
   auto ks = random_kernel_stack(rng, 4, 4, 4, 64);
   const Chain a = run_chain(ks, {make_block(*ks, random_vis(rng, *ks, 500), 0)}, {16, 16});
   const Chain b = run_chain(ks, {make_block(*ks, random_vis(rng, *ks, 500), 0)}, {16, 16});
-  StageHarness bucket(tiles_bucket_sort_spec(), "cpu");
+  StageHarness bucket(tiles_bucket_sort::spec(), "cpu");
   EXPECT_THROW(bucket.process({{"vis", a.placed[0]}, {"counts", b.counts[0]}}), InputError);
-  StageHarness count(tiles_count_spec(), "cpu", {{"tile_u", std::int64_t(16)}, {"tile_v", std::int64_t(16)}});
+  StageHarness count(tiles_count::spec(), "cpu", {{"tile_u", std::int64_t(16)}, {"tile_v", std::int64_t(16)}});
   auto moved = std::make_shared<BoundingBox>(*a.boxes[0]);
   moved->range = Array<std::int32_t>::host(4);  // a box of its own, not the shared one
   std::copy(a.boxes[0]->range.begin(), a.boxes[0]->range.end(), moved->range.begin());
   moved->range[0] = moved->range[1];  // u_min = u_max: one column of tiles
   EXPECT_THROW(count.process({{"vis", a.placed[0]}, {"box", moved}}), InputError);
-  StageHarness box(uvw_bounding_box_spec(), "cpu");
+  StageHarness box(uvw_bounding_box::spec(), "cpu");
   EXPECT_THROW(box.process({{"vis", make_block(*ks, random_vis(rng, *ks, 10))}}), InputError);  // not placed
   // Kernels for another grid than the block was placed on.
-  StageHarness tiled(grid_tiled_spec(), "cpu");
+  StageHarness tiled(grid_tiled::spec(), "cpu");
   tiled.set_input("kernels", random_kernel_stack(rng, 4, 4, 4, 128));
   EXPECT_THROW(tiled.process({{"buckets", a.buckets[0]}}), InputError);
 }

@@ -20,8 +20,8 @@
 
 #include "runtime/error.hpp"
 #include "runtime/harness.hpp"
-#include "stages/fft/fftw.hpp"
-#include "stages/kernels/spheroidal.hpp"
+#include "stages/shared/fftw.hpp"
+#include "stages/shared/spheroidal.hpp"
 #include "stages/kernels/wproj.hpp"
 #include "tests/support/spheroidal_ref.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -68,7 +68,7 @@ std::map<std::string, ParamValue> params_for(const Case& c, const std::string& c
 }
 
 std::shared_ptr<const KernelStack> run_stage(const Case& c, const std::string& cache_dir = "") {
-  const StageSpec spec = kernels_wproj_spec();
+  const StageSpec spec = kernels_wproj::spec();
   StageHarness h(spec, "cpu", params_for(c, cache_dir));
   h.set_input("info", w_stats_info(c.max_w, c.min_w, c.rms_w));
   h.process();
@@ -313,7 +313,7 @@ TEST(WProjSizes, RejectsUnusableWStatistics) {
 }
 
 TEST(WProjParams, ConfigureRejectsInconsistentParameters) {
-  const StageSpec spec = kernels_wproj_spec();
+  const StageSpec spec = kernels_wproj::spec();
   auto param_of = [&](Case c) -> std::string {
     try {
       StageHarness h(spec, "cpu", params_for(c));
@@ -381,7 +381,7 @@ TEST(WProjStack, MatchesDirectDftOnRandomSettings) {
     c.min_w = uni(0, c.max_w);
     c.rms_w = uni(c.min_w, c.max_w);
     SCOPED_TRACE(c.str());
-    const StageSpec spec = kernels_wproj_spec();
+    const StageSpec spec = kernels_wproj::spec();
     try {
       StageHarness probe(spec, "cpu", params_for(c));
     } catch (const ParamError&) {

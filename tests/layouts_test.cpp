@@ -6,7 +6,7 @@
 #include <random>
 #include <set>
 
-#include "stages/kernels/layouts.hpp"
+#include "stages/shared/layouts.hpp"
 #include "tests/support/grid_cases.hpp"
 
 using namespace uvflow;

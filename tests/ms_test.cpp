@@ -23,6 +23,7 @@
 #include "runtime/error.hpp"
 #include "runtime/harness.hpp"
 #include "runtime/payloads/vis.hpp"
+#include "stages/builtin.hpp"
 #include "stages/io/read_ms.hpp"
 #include "stages/io/simulate.hpp"
 #include "stages/io/write_ms.hpp"
@@ -78,14 +79,14 @@ Stream collect(StageHarness& h) {
 using ParamMap = std::map<std::string, ParamValue>;
 
 Stream simulate(const ParamMap& params) {
-  StageHarness h(io_simulate_spec(), "cpu", params);
+  StageHarness h(io_simulate::spec(), "cpu", params);
   h.run_source();
   return collect(h);
 }
 
 Stream read_ms(const std::string& path, ParamMap params = {}) {
   params["path"] = path;
-  StageHarness h(io_read_ms_spec(), "cpu", params);
+  StageHarness h(io_read_ms::spec(), "cpu", params);
   h.run_source();
   h.finish();
   return collect(h);
@@ -94,7 +95,7 @@ Stream read_ms(const std::string& path, ParamMap params = {}) {
 // Writes the simulated stream with io.write_ms (through the harness, as a run would).
 void write_ms(const Stream& sim, const std::string& path, ParamMap params = {}) {
   params["path"] = path;
-  StageHarness h(io_write_ms_spec(), "cpu", params);
+  StageHarness h(io_write_ms::spec(), "cpu", params);
   auto info = std::make_shared<VisSetInfo>();
   info->obs = sim.obs;
   h.set_input("info", info);
@@ -113,7 +114,7 @@ std::vector<Record> sky(std::initializer_list<std::array<double, 3>> sources) {
 std::string read_error(const std::string& path, ParamMap params = {}) {
   params["path"] = path;
   try {
-    StageHarness h(io_read_ms_spec(), "cpu", params);
+    StageHarness h(io_read_ms::spec(), "cpu", params);
   } catch (const InputError& e) {
     return e.what();
   }
@@ -642,8 +643,8 @@ TEST(ReadMs, EveryInputErrorSaysWhatAndWhere) {
   write_test_ms(uvw, v);
   EXPECT_EQ(read_error(uvw), "");
 
-  EXPECT_THROW(StageHarness(io_read_ms_spec(), "cpu", {{"path", good}, {"channels", std::string("3-1")}}), ParamError);
-  EXPECT_THROW(StageHarness(io_read_ms_spec(), "cpu", {{"path", good}, {"channels", std::string("x")}}), ParamError);
+  EXPECT_THROW(StageHarness(io_read_ms::spec(), "cpu", {{"path", good}, {"channels", std::string("3-1")}}), ParamError);
+  EXPECT_THROW(StageHarness(io_read_ms::spec(), "cpu", {{"path", good}, {"channels", std::string("x")}}), ParamError);
 }
 
 TEST_F(Pipelines, InputErrorsStopTheRunWithExitCode4AndNothingWritten) {

@@ -120,7 +120,7 @@ struct Sim {
 };
 
 Sim simulate(std::map<std::string, ParamValue> params) {
-  StageHarness h(io_simulate_spec(), "cpu", std::move(params));
+  StageHarness h(io_simulate::spec(), "cpu", std::move(params));
   h.run_source();
   Sim s;
   auto infos = h.outputs("info");
@@ -346,7 +346,7 @@ TEST(Simulate, RandomElevationRangesAreRecoveredFromTheSimulatedW) {
 TEST(Simulate, UnreachableElevationIsAParamError) {
   auto param_of = [](std::map<std::string, ParamValue> p) {
     try {
-      StageHarness h(io_simulate_spec(), "cpu", std::move(p));
+      StageHarness h(io_simulate::spec(), "cpu", std::move(p));
     } catch (const ParamError& e) {
       return e.param();
     }
@@ -362,16 +362,16 @@ TEST(Simulate, UnreachableElevationIsAParamError) {
 
 TEST(Simulate, LayoutProblemsAreInputErrors) {
   TempDir dir;
-  EXPECT_THROW(StageHarness(io_simulate_spec(), "cpu", {{"layout", (dir / "missing.txt").string()}}), InputError);
+  EXPECT_THROW(StageHarness(io_simulate::spec(), "cpu", {{"layout", (dir / "missing.txt").string()}}), InputError);
   const auto bad = dir.write("bad.txt", "1 2 3\n4 5 6\n7 8 x\n");
   try {
-    StageHarness h(io_simulate_spec(), "cpu", {{"layout", bad.string()}, {"stations", std::int64_t(2)}});
+    StageHarness h(io_simulate::spec(), "cpu", {{"layout", bad.string()}, {"stations", std::int64_t(2)}});
     ADD_FAILURE() << "no error for a malformed layout";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("bad.txt:3:"), std::string::npos) << e.what();
   }
   const auto small = dir.write("small.txt", "1 2 3\n4 5 6\n7 8 9\n");
-  EXPECT_THROW(StageHarness(io_simulate_spec(), "cpu", {{"layout", small.string()}, {"stations", std::int64_t(4)}}),
+  EXPECT_THROW(StageHarness(io_simulate::spec(), "cpu", {{"layout", small.string()}, {"stations", std::int64_t(4)}}),
                InputError);
 }
 
@@ -540,7 +540,7 @@ TEST(Simulate, PresetsHaveTheShapesOfTheSeedsDataSets) {
   for (auto c : {Case{"tiny", 16128}, Case{"small", 783360}, Case{"synthetic", 2152800},
                  Case{"el30-56", 31395840}, Case{"el56-82", 31395840}, Case{"el82-70", 31395840}}) {
     SCOPED_TRACE(c.preset);
-    StageHarness h(io_simulate_spec(), "cpu", one_source({{"preset", std::string(c.preset)}}));
+    StageHarness h(io_simulate::spec(), "cpu", one_source({{"preset", std::string(c.preset)}}));
     h.start();
     h.process();  // the first block only
     auto obs = h.output<VisSetInfo>("info")->obs;

@@ -16,6 +16,7 @@
 #include "runtime/error.hpp"
 #include "runtime/harness.hpp"
 #include "runtime/payloads/image.hpp"
+#include "stages/builtin.hpp"
 #include "stages/image/column_gain.hpp"
 #include "stages/image/psf.hpp"
 #include "stages/image/psf_convolve.hpp"
@@ -45,7 +46,7 @@ std::map<std::string, ParamValue> convolve_params(const std::string& method) {
 }
 
 ImagePtr convolve(const ImagePtr& frame, const ImagePtr& psf, const std::string& method) {
-  StageHarness h(psf_convolve_spec(), "cpu", convolve_params(method));
+  StageHarness h(image_psf_convolve::spec(), "cpu", convolve_params(method));
   h.set_input("psf", psf);
   h.process({{"frame", frame}});
   return h.output<Image>("frame");
@@ -87,7 +88,7 @@ class ConvolveMatchesListing41 : public ::testing::TestWithParam<std::tuple<test
 TEST_P(ConvolveMatchesListing41, EveryMethod) {
   const auto [c, random] = GetParam();
   test::expect_every_method(c, random, "cpu", convolve,
-                            psf_convolve::choose_cpu(c.nx, c.ny, c.kx, c.ky) == psf_convolve::Method::direct);
+                            image_psf_convolve::choose_cpu(c.nx, c.ny, c.kx, c.ky) == image_psf_convolve::Method::direct);
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, ConvolveMatchesListing41,
@@ -95,13 +96,13 @@ INSTANTIATE_TEST_SUITE_P(Sizes, ConvolveMatchesListing41,
                          [](const auto& info) { return test::case_name(std::get<0>(info.param), std::get<1>(info.param)); });
 
 TEST(PsfConvolve, AutoPicksDirectForSmallPsfsAndFftForLarge) {
-  using psf_convolve::Method;
-  EXPECT_EQ(psf_convolve::choose_cpu(813, 5271, 9, 9), Method::direct);
-  EXPECT_EQ(psf_convolve::choose_cpu(5271, 813, 9, 9), Method::direct);
-  EXPECT_EQ(psf_convolve::choose_cpu(813, 5271, 15, 15), Method::fft);
-  EXPECT_EQ(psf_convolve::choose_cpu(813, 5271, 63, 63), Method::fft);
-  EXPECT_EQ(psf_convolve::choose_cpu(813, 5271, 255, 255), Method::fft);
-  EXPECT_EQ(psf_convolve::choose_cpu(13, 17, 13, 17), Method::direct);
+  using image_psf_convolve::Method;
+  EXPECT_EQ(image_psf_convolve::choose_cpu(813, 5271, 9, 9), Method::direct);
+  EXPECT_EQ(image_psf_convolve::choose_cpu(5271, 813, 9, 9), Method::direct);
+  EXPECT_EQ(image_psf_convolve::choose_cpu(813, 5271, 15, 15), Method::fft);
+  EXPECT_EQ(image_psf_convolve::choose_cpu(813, 5271, 63, 63), Method::fft);
+  EXPECT_EQ(image_psf_convolve::choose_cpu(813, 5271, 255, 255), Method::fft);
+  EXPECT_EQ(image_psf_convolve::choose_cpu(13, 17, 13, 17), Method::direct);
 }
 
 TEST(PsfConvolve, OnePsfSpectrumServesTheWholeStream) {
@@ -110,7 +111,7 @@ TEST(PsfConvolve, OnePsfSpectrumServesTheWholeStream) {
   std::mt19937 rng(seed);
   ImagePtr psf = uniform(9, 7, rng, 0, 1);
   for (const char* method : {"direct", "fft"}) {
-    StageHarness h(psf_convolve_spec(), "cpu", convolve_params(method));
+    StageHarness h(image_psf_convolve::spec(), "cpu", convolve_params(method));
     h.set_input("psf", psf);
     std::vector<ImagePtr> frames;
     for (int i = 0; i < 3; ++i) {
@@ -130,17 +131,17 @@ TEST(PsfConvolve, OnePsfSpectrumServesTheWholeStream) {
 
 // choose_cuda is host code: it needs no device to test.
 TEST(PsfConvolveAuto, CudaPicksDirectForSmallPsfsAndFftForLarge) {
-  using psf_convolve::Method;
-  EXPECT_EQ(psf_convolve::choose_cuda(813, 5271, 15, 15), Method::direct);
-  EXPECT_EQ(psf_convolve::choose_cuda(813, 5271, 63, 63), Method::fft);
-  EXPECT_EQ(psf_convolve::choose_cuda(813, 5271, 255, 255), Method::fft);
+  using image_psf_convolve::Method;
+  EXPECT_EQ(image_psf_convolve::choose_cuda(813, 5271, 15, 15), Method::direct);
+  EXPECT_EQ(image_psf_convolve::choose_cuda(813, 5271, 63, 63), Method::fft);
+  EXPECT_EQ(image_psf_convolve::choose_cuda(813, 5271, 255, 255), Method::fft);
 }
 
 // ---------------------------------------------------------------- convolution input errors
 
 TEST(PsfConvolveErrors, PsfLargerThanTheFrame) {
   for (auto [kx, ky] : {std::pair{14, 3}, std::pair{3, 18}}) {
-    StageHarness h(psf_convolve_spec(), "cpu", convolve_params("auto"));
+    StageHarness h(image_psf_convolve::spec(), "cpu", convolve_params("auto"));
     h.set_input("psf", model_psf(kx, ky));
     expect_input_error([&] { h.process({{"frame", blank(13, 17)}}); }, test::psf_larger_than_13x17(kx, ky));
   }
@@ -148,7 +149,7 @@ TEST(PsfConvolveErrors, PsfLargerThanTheFrame) {
 
 TEST(PsfConvolveErrors, NanInfiniteAndAllZeroPsfs) {
   for (auto& [psf, text] : test::bad_psfs()) {
-    StageHarness h(psf_convolve_spec(), "cpu", convolve_params("direct"));
+    StageHarness h(image_psf_convolve::spec(), "cpu", convolve_params("direct"));
     h.set_input("psf", psf);
     expect_input_error([&] { h.process({{"frame", blank(13, 17)}}); }, text);
   }
@@ -161,7 +162,7 @@ TEST(PsfConvolveErrors, NanAndInfiniteFramePixels) {
   for (const char* method : {"direct", "fft"})
     for (auto& [frame, text] : {std::pair{nan, "frame 1 pixel (x 12, y 16) is NaN"},
                                 std::pair{inf, "frame 1 pixel (x 0, y 5) is infinite"}}) {
-      StageHarness h(psf_convolve_spec(), "cpu", convolve_params(method));
+      StageHarness h(image_psf_convolve::spec(), "cpu", convolve_params(method));
       h.set_input("psf", model_psf(3, 3));
       h.process({{"frame", blank(13, 17)}});
       expect_input_error([&] { h.process({{"frame", frame}}); }, text);
@@ -170,7 +171,7 @@ TEST(PsfConvolveErrors, NanAndInfiniteFramePixels) {
 }
 
 TEST(PsfConvolveErrors, FramesOfDifferentSizesInOneStream) {
-  StageHarness h(psf_convolve_spec(), "cpu", convolve_params("fft"));
+  StageHarness h(image_psf_convolve::spec(), "cpu", convolve_params("fft"));
   h.set_input("psf", model_psf(3, 3));
   h.process({{"frame", blank(13, 17)}});
   expect_input_error([&] { h.process({{"frame", blank(12, 17)}}); },
@@ -198,9 +199,9 @@ TEST(ReadFits, CubesImagesListsAndGlobsStreamEveryPlaneInOrder) {
       for (int p = 0; p < 12; ++p) EXPECT_EQ(f->pixels[p], i < 2 ? cube[i * 12 + p] : image[p]) << i << " " << p;
     }
   };
-  StageHarness glob(read_fits_spec(), "cpu", {{"path", (dir / "frames_*.fits").string()}});
+  StageHarness glob(io_read_fits::spec(), "cpu", {{"path", (dir / "frames_*.fits").string()}});
   check(glob);
-  StageHarness list(read_fits_spec(), "cpu",
+  StageHarness list(io_read_fits::spec(), "cpu",
                     {{"paths", std::vector<std::string>{(dir / "frames_a.fits").string(), (dir / "frames_b.fits").string()}}});
   check(list);
 }
@@ -218,12 +219,12 @@ TEST(ReadFits, ImageInTheFirstExtension) {
   fits_write_pix(f, TFLOAT, first, 6, v, &status);
   fits_close_file(f, &status);
   ASSERT_EQ(status, 0);
-  StageHarness h(read_fits_spec(), "cpu", {{"path", (dir / "ext.fits").string()}});
+  StageHarness h(io_read_fits::spec(), "cpu", {{"path", (dir / "ext.fits").string()}});
   h.run_source();
   auto img = h.output<Image>("frames");
   EXPECT_EQ(img->nx, 3);
   EXPECT_EQ(img->pixels[5], 6.0f);
-  expect_input_error([&] { StageHarness(read_fits_spec(), "cpu", {{"path", (dir / "ext.fits").string()}, {"hdu", std::int64_t(1)}}); },
+  expect_input_error([&] { StageHarness(io_read_fits::spec(), "cpu", {{"path", (dir / "ext.fits").string()}, {"hdu", std::int64_t(1)}}); },
                      "ext.fits, HDU 1: holds no image (NAXIS = 0)");
 }
 
@@ -232,24 +233,24 @@ TEST(ReadFits, UnreadableFilesAndTablesAreInputErrorsNamingFileAndHdu) {
   dir.write("junk.fits", "this is not a FITS file\n");
   write_table(dir / "table.fits");
   write_fits(dir / "line.fits", {5}, {1, 2, 3, 4, 5});
-  expect_input_error([&] { StageHarness(read_fits_spec(), "cpu", {{"path", (dir / "junk.fits").string()}}); },
+  expect_input_error([&] { StageHarness(io_read_fits::spec(), "cpu", {{"path", (dir / "junk.fits").string()}}); },
                      "file " + (dir / "junk.fits").string() + ": cannot open as FITS");
-  expect_input_error([&] { StageHarness(read_fits_spec(), "cpu", {{"path", (dir / "missing.fits").string()}}); },
+  expect_input_error([&] { StageHarness(io_read_fits::spec(), "cpu", {{"path", (dir / "missing.fits").string()}}); },
                      "file " + (dir / "missing.fits").string() + ": cannot open as FITS");
-  expect_input_error([&] { StageHarness(read_fits_spec(), "cpu", {{"path", (dir / "table.fits").string()}}); },
+  expect_input_error([&] { StageHarness(io_read_fits::spec(), "cpu", {{"path", (dir / "table.fits").string()}}); },
                      "file " + (dir / "table.fits").string() + ", HDU 2: is a binary table, not an image");
   expect_input_error(
-      [&] { StageHarness(read_fits_spec(), "cpu", {{"path", (dir / "table.fits").string()}, {"hdu", std::int64_t(3)}}); },
+      [&] { StageHarness(io_read_fits::spec(), "cpu", {{"path", (dir / "table.fits").string()}, {"hdu", std::int64_t(3)}}); },
       "table.fits has no HDU 3 (it has 2)");
-  expect_input_error([&] { StageHarness(read_fits_spec(), "cpu", {{"path", (dir / "line.fits").string()}}); },
+  expect_input_error([&] { StageHarness(io_read_fits::spec(), "cpu", {{"path", (dir / "line.fits").string()}}); },
                      "line.fits, HDU 1: is a 1-D array of 5 values, not an image");
-  expect_input_error([&] { StageHarness(read_fits_spec(), "cpu", {{"path", (dir / "none_*.fits").string()}}); },
+  expect_input_error([&] { StageHarness(io_read_fits::spec(), "cpu", {{"path", (dir / "none_*.fits").string()}}); },
                      "no file matches the pattern");
   // A bad file anywhere in a list stops the stream before its first frame.
   write_fits(dir / "good.fits", {2, 2}, {1, 2, 3, 4});
   expect_input_error(
       [&] {
-        StageHarness(read_fits_spec(), "cpu",
+        StageHarness(io_read_fits::spec(), "cpu",
                      {{"paths", std::vector<std::string>{(dir / "good.fits").string(), (dir / "table.fits").string()}}});
       },
       "table.fits, HDU 2: is a binary table");
@@ -267,7 +268,7 @@ TEST(SimulateFrames, FrameDependsOnlyOnSeedAndIndex) {
 }
 
 TEST(SimulateFrames, DistinctFramesAreMadeOnceAndRepeated) {
-  StageHarness h(simulate_frames_spec(), "cpu",
+  StageHarness h(io_simulate_frames::spec(), "cpu",
                  {{"width", std::int64_t(64)}, {"height", std::int64_t(48)}, {"count", std::int64_t(5)},
                   {"distinct", std::int64_t(2)}});
   h.run_source();
@@ -279,7 +280,7 @@ TEST(SimulateFrames, DistinctFramesAreMadeOnceAndRepeated) {
 }
 
 TEST(SimulateFrames, BackgroundNoiseAndSources) {
-  StageHarness h(simulate_frames_spec(), "cpu",
+  StageHarness h(io_simulate_frames::spec(), "cpu",
                  {{"width", std::int64_t(813)}, {"height", std::int64_t(600)}, {"count", std::int64_t(1)},
                   {"sources", std::int64_t(0)}, {"background", 50.0}, {"noise", 3.0}});
   h.run_source();
@@ -303,7 +304,7 @@ TEST(SimulateFrames, BackgroundNoiseAndSources) {
 // ---------------------------------------------------------------- image.psf
 
 TEST(Psf, ModelIsNormalisedCentredAndHasPowerLawWings) {
-  StageHarness h(psf_spec(), "cpu",
+  StageHarness h(image_psf::spec(), "cpu",
                  {{"size_x", std::int64_t(201)}, {"size_y", std::int64_t(151)}, {"core_sigma", 2.0},
                   {"wing_amplitude", 1e-2}, {"wing_index", 2.5}});
   h.run_source();
@@ -328,7 +329,7 @@ TEST(Psf, FileIsReadAndCheckedBeforeTheRun) {
   std::mt19937 rng(seed);
   auto psf = uniform(7, 5, rng, 0, 1);
   write_image(dir / "psf.fits", *psf);
-  StageHarness h(psf_spec(), "cpu",
+  StageHarness h(image_psf::spec(), "cpu",
                  {{"source", std::string("file")}, {"path", (dir / "psf.fits").string()}, {"normalise", false}});
   h.run_source();
   auto got = h.output<Image>("psf");
@@ -338,11 +339,11 @@ TEST(Psf, FileIsReadAndCheckedBeforeTheRun) {
   write_image(dir / "zero.fits", *bad);
   bad->pixels[9] = NAN;
   write_image(dir / "nan.fits", *bad);
-  expect_input_error([&] { StageHarness(psf_spec(), "cpu", {{"source", std::string("file")}, {"path", (dir / "nan.fits").string()}}); },
+  expect_input_error([&] { StageHarness(image_psf::spec(), "cpu", {{"source", std::string("file")}, {"path", (dir / "nan.fits").string()}}); },
                      "nan.fits, HDU 1: PSF pixel (x 2, y 1) is NaN");
-  expect_input_error([&] { StageHarness(psf_spec(), "cpu", {{"source", std::string("file")}, {"path", (dir / "zero.fits").string()}}); },
+  expect_input_error([&] { StageHarness(image_psf::spec(), "cpu", {{"source", std::string("file")}, {"path", (dir / "zero.fits").string()}}); },
                      "zero.fits, HDU 1: PSF is all zero");
-  EXPECT_THROW(StageHarness(psf_spec(), "cpu", {{"source", std::string("file")}}), ParamError);
+  EXPECT_THROW(StageHarness(image_psf::spec(), "cpu", {{"source", std::string("file")}}), ParamError);
 }
 
 // ---------------------------------------------------------------- image.column_gain
@@ -366,12 +367,12 @@ TEST(ColumnGain, MultipliesEachColumnByItsGain) {
         EXPECT_FLOAT_EQ(out->pixels[y * 37 + x], float(frame->pixels[y * 37 + x] * gain(x))) << x << " " << y;
   };
   for (const char* file : {"gains.fits", "gains1d.fits"}) {
-    StageHarness h(column_gain_spec(), "cpu", {{"source", std::string("file")}, {"path", (dir / file).string()}});
+    StageHarness h(image_column_gain::spec(), "cpu", {{"source", std::string("file")}, {"path", (dir / file).string()}});
     expect(h, [&](int x) { return double(gains->pixels[x]); });
   }
-  StageHarness flat(column_gain_spec(), "cpu", {{"gain", 1.25}});
+  StageHarness flat(image_column_gain::spec(), "cpu", {{"gain", 1.25}});
   expect(flat, [](int) { return 1.25; });
-  StageHarness linear(column_gain_spec(), "cpu", {{"source", std::string("linear")}, {"gain", 2.0}, {"slope", 0.01}});
+  StageHarness linear(image_column_gain::spec(), "cpu", {{"source", std::string("linear")}, {"gain", 2.0}, {"slope", 0.01}});
   expect(linear, [](int x) { return 2.0 + 0.01 * (x - 18); });
 }
 
@@ -379,18 +380,18 @@ TEST(ColumnGain, GainVectorMustMatchTheFrameWidth) {
   test::TempDir dir;
   write_fits(dir / "g.fits", {36}, std::vector<float>(36, 1.0f));
   write_fits(dir / "g2.fits", {36, 2}, std::vector<float>(72, 1.0f));
-  StageHarness h(column_gain_spec(), "cpu", {{"source", std::string("file")}, {"path", (dir / "g.fits").string()}});
+  StageHarness h(image_column_gain::spec(), "cpu", {{"source", std::string("file")}, {"path", (dir / "g.fits").string()}});
   auto frame = blank(37, 11);
   frame->index = 2;
   expect_input_error([&] { h.process({{"frame", frame}}); },
                      "frame 2 is 37 pixels wide but file " + (dir / "g.fits").string() + ", HDU 1 holds 36 column gains");
   expect_input_error(
-      [&] { StageHarness(column_gain_spec(), "cpu", {{"source", std::string("file")}, {"path", (dir / "g2.fits").string()}}); },
+      [&] { StageHarness(image_column_gain::spec(), "cpu", {{"source", std::string("file")}, {"path", (dir / "g2.fits").string()}}); },
       "expected a 1-D array or a 1 x W image of gains, found 36 x 2");
 }
 
 TEST(ColumnGain, FrameWhosePixelsAreNotNxTimesNyIsRefused) {
-  StageHarness h(column_gain_spec(), "cpu", {{"gain", 1.25}});
+  StageHarness h(image_column_gain::spec(), "cpu", {{"gain", 1.25}});
   auto frame = blank(37, 11);
   frame->index = 3;
   frame->nx = 40;
@@ -481,14 +482,14 @@ TEST_F(Pipelines, StraylightPipelineWritesCorrectedConvolvedFrames) {
   Plan p = load_plan(file, {"frames.count=3", "frames.width=40", "frames.height=30", "psf.size_x=9", "psf.size_y=7"}, reg);
   std::filesystem::current_path(dir.path());
   run_plan(p);
-  StageHarness read(read_fits_spec(), "cpu", {{"path", (dir / "out/straylight/frame_*.fits").string()}});
+  StageHarness read(io_read_fits::spec(), "cpu", {{"path", (dir / "out/straylight/frame_*.fits").string()}});
   ASSERT_EQ(read.stage().stream_length(), 3);
   read.run_source();
   auto params = [&](const std::string& id) {
     auto st = std::find_if(p.stages.begin(), p.stages.end(), [&](const StageInstance& s) { return s.id == id; });
     return std::map<std::string, ParamValue>(st->params.values().begin(), st->params.values().end());
   };
-  StageHarness make_psf(psf_spec(), "cpu", params("psf"));
+  StageHarness make_psf(image_psf::spec(), "cpu", params("psf"));
   make_psf.run_source();
   auto psf = make_psf.output<Image>("psf");
   const auto gain_params = params("gain");

@@ -17,6 +17,8 @@
 #include "runtime/error.hpp"
 #include "runtime/harness.hpp"
 #include "runtime/registry.hpp"
+#include "stages/builtin.hpp"
+#include "stages/shared/weighting.hpp"
 #include "stages/uvw/weight_density.hpp"
 #include "stages/uvw/weighting.hpp"
 #include "tests/support/fits_read.hpp"
@@ -103,7 +105,7 @@ struct Weighting {
 
 std::shared_ptr<const WeightDensity> density_of(const std::shared_ptr<KernelStack>& ks, const Blocks& blocks,
                                                 double padding = 1.2) {
-  StageHarness h(uvw_weight_density_spec(), "cpu", {{"padding", padding}});
+  StageHarness h(uvw_weight_density::spec(), "cpu", {{"padding", padding}});
   h.set_input("kernels", ks);
   for (auto& b : blocks) h.process({{"vis", b}});
   h.finish();
@@ -117,7 +119,7 @@ std::shared_ptr<const WeightDensity> density_of(const std::shared_ptr<KernelStac
 }
 
 Blocks weighted(const Weighting& wt, const std::shared_ptr<const WeightDensity>& d, const Blocks& blocks) {
-  StageHarness h(uvw_weighting_spec(), "cpu",
+  StageHarness h(uvw_weighting::spec(), "cpu",
                  {{"mode", wt.mode}, {"robust", wt.robust}, {"rank_filter", wt.rank_filter},
                   {"rank_filter_size", std::int64_t(wt.rank_filter_size)}});
   if (d) h.set_input("density", d);
@@ -164,7 +166,7 @@ void expect_weights_match(const Blocks& in, const Blocks& out, const Reference& 
 }  // namespace
 
 TEST(WeightingSpec, DeclaresPortsParametersAndBackends) {
-  const StageSpec d = uvw_weight_density_spec();
+  const StageSpec d = uvw_weight_density::spec();
   EXPECT_EQ(d.type, "uvw.weight_density");
   ASSERT_NE(d.input("vis"), nullptr);
   EXPECT_EQ(d.input("vis")->arity, Arity::stream);
@@ -175,7 +177,7 @@ TEST(WeightingSpec, DeclaresPortsParametersAndBackends) {
   ASSERT_NE(d.param("padding"), nullptr);
   EXPECT_NE(d.backend("cuda"), nullptr);  // declared in builds without CUDA too
 
-  const StageSpec w = uvw_weighting_spec();
+  const StageSpec w = uvw_weighting::spec();
   EXPECT_EQ(w.type, "uvw.weighting");
   ASSERT_NE(w.input("density"), nullptr);
   EXPECT_TRUE(w.input("density")->optional);
@@ -387,14 +389,14 @@ TEST(WeightingErrors, InvalidInputsAndParameters) {
   auto ks = geometry_only_kernels(64, 100);
   for (auto pts : {std::vector<UvWeight>{{NAN, 1, 1.0f}}, std::vector<UvWeight>{{1, INFINITY, 1.0f}},
                    std::vector<UvWeight>{{1, 1, -1.0f}}, std::vector<UvWeight>{{1, 1, NAN}}}) {
-    StageHarness h(uvw_weight_density_spec(), "cpu");
+    StageHarness h(uvw_weight_density::spec(), "cpu");
     h.set_input("kernels", ks);
     EXPECT_THROW(h.process({{"vis", uv_block(pts)}}), InputError);
   }
   // uniform and briggs cannot run without a density; natural can.
   const Blocks blocks{uv_block({{1, 1, 1.0f}})};
   for (std::string mode : {"uniform", "briggs"}) {
-    StageHarness h(uvw_weighting_spec(), "cpu", {{"mode", mode}});
+    StageHarness h(uvw_weighting::spec(), "cpu", {{"mode", mode}});
     try {
       h.process({{"vis", blocks[0]}});
       ADD_FAILURE() << mode << " ran without a density";
@@ -403,13 +405,13 @@ TEST(WeightingErrors, InvalidInputsAndParameters) {
     }
   }
   // robust belongs to briggs; a rank filter level in (0, 1) would be ignored by WSClean.
-  EXPECT_THROW(StageHarness(uvw_weighting_spec(), "cpu", {{"mode", std::string("uniform")}, {"robust", 0.5}}),
+  EXPECT_THROW(StageHarness(uvw_weighting::spec(), "cpu", {{"mode", std::string("uniform")}, {"robust", 0.5}}),
                ParamError);
-  EXPECT_THROW(StageHarness(uvw_weighting_spec(), "cpu", {{"rank_filter", 0.5}}), ParamError);
+  EXPECT_THROW(StageHarness(uvw_weighting::spec(), "cpu", {{"rank_filter", 0.5}}), ParamError);
   // A density whose arrays do not match its geometry.
   auto d = std::make_shared<WeightDensity>(*density_of(ks, blocks));
   d->cells = Array<double>::host(10);
-  StageHarness h(uvw_weighting_spec(), "cpu");
+  StageHarness h(uvw_weighting::spec(), "cpu");
   h.set_input("density", d);
   EXPECT_THROW(h.process({{"vis", blocks[0]}}), InputError);
   // Blocks from another visibility set than the density's.

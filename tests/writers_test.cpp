@@ -6,6 +6,7 @@
 #include <cmath>
 #include <random>
 
+#include "runtime/error.hpp"
 #include "runtime/harness.hpp"
 #include "runtime/payloads/image.hpp"
 #include "stages/io/write_fits.hpp"
@@ -68,7 +69,7 @@ TEST(WriteFits, SkyImageRoundTripsWithWsCleanHeader) {
   test::TempDir dir;
   auto img = random_image(64, 48, seed, true);
   {
-    StageHarness h(write_fits_spec(), "cpu", {{"path", (dir / "a.fits").string()}});
+    StageHarness h(io_write_fits::spec(), "cpu", {{"path", (dir / "a.fits").string()}});
     h.process({{"image", img}});
     EXPECT_FALSE(std::filesystem::exists(dir / "a.fits")) << "must appear only on commit";
     h.commit_outputs();
@@ -106,7 +107,7 @@ TEST(WriteFits, SkyImageRoundTripsWithWsCleanHeader) {
 TEST(WriteFits, FrameStreamNeedsIndexInPath) {
   test::TempDir dir;
   {
-    StageHarness h(write_fits_spec(), "cpu", {{"path", (dir / "f_{index}.fits").string()}});
+    StageHarness h(io_write_fits::spec(), "cpu", {{"path", (dir / "f_{index}.fits").string()}});
     for (int i = 0; i < 3; ++i) {
       auto img = random_image(17, 13, 7 + i, false);
       img->index = i;
@@ -121,9 +122,9 @@ TEST(WriteFits, FrameStreamNeedsIndexInPath) {
     fits_get_img_dim(r.f, &naxis, &r.status);
     EXPECT_EQ(naxis, 2);
   }
-  StageHarness h(write_fits_spec(), "cpu", {{"path", (dir / "one.fits").string()}});
+  StageHarness h(io_write_fits::spec(), "cpu", {{"path", (dir / "one.fits").string()}});
   h.process({{"image", random_image(4, 4, 1, false)}});
-  EXPECT_THROW(h.process({{"image", random_image(4, 4, 2, false)}}), std::runtime_error);
+  EXPECT_THROW(h.process({{"image", random_image(4, 4, 2, false)}}), InputError);  // exit 4: the path does not fit the stream
 }
 
 TEST(WritePng, PreviewIsFlippedNorthUpAndStretched) {
@@ -132,7 +133,7 @@ TEST(WritePng, PreviewIsFlippedNorthUpAndStretched) {
   for (auto& p : img->pixels) p = 0;
   img->pixels[0] = 100;  // bottom-left pixel in image (FITS) order
   {
-    StageHarness h(write_png_spec(), "cpu",
+    StageHarness h(io_write_png::spec(), "cpu",
                    {{"path", (dir / "p.png").string()}, {"stretch", std::string("linear")},
                     {"low_percentile", 0.0}, {"high_percentile", 100.0}});
     h.process({{"image", img}});

@@ -28,6 +28,7 @@
 #include "graph/pipeline.hpp"
 #include "runtime/harness.hpp"
 #include "runtime/registry.hpp"
+#include "stages/builtin.hpp"
 #include "stages/io/read_ms.hpp"
 #include "stages/uvw/weight_density.hpp"
 #include "stages/uvw/weighting.hpp"
@@ -223,16 +224,16 @@ struct Weights {
 };
 Weights uvflow_weights(const std::filesystem::path& ms, const Weighting& w) {
   auto read = [&] {
-    StageHarness h(io_read_ms_spec(), "cpu", {{"path", ms.string()}});
+    StageHarness h(io_read_ms::spec(), "cpu", {{"path", ms.string()}});
     h.run_source();
     std::vector<std::shared_ptr<const Payload>> blocks = h.outputs("vis");
     return blocks;
   };
-  StageHarness density(uvw_weight_density_spec(), "cpu");
+  StageHarness density(uvw_weight_density::spec(), "cpu");
   density.set_input("kernels", geometry_only_kernels(kNpix, kCellArcsec));
   for (auto& b : read()) density.process({{"vis", b}});
   density.finish();
-  StageHarness weighting(uvw_weighting_spec(), "cpu", {{"mode", w.mode}, {"robust", w.robust}});
+  StageHarness weighting(uvw_weighting::spec(), "cpu", {{"mode", w.mode}, {"robust", w.robust}});
   weighting.set_input("density", density.output<WeightDensity>("density"));
   Weights out;
   const auto blocks = read();

@@ -8,36 +8,35 @@
 
 #include "runtime/payloads/grid.hpp"
 #include "runtime/payloads/image.hpp"
-#include "stages/fft/fftw.hpp"
+#include "stages/shared/fftw.hpp"
 
-namespace uvflow {
+namespace uvflow::fft_grid_to_image {
 
-void grid_to_image::check(const Grid& grid, Location where) {
-  const GridGeometry& g = grid.geom;
-  const int N = g.grid_size, n = g.image_size;
+void check_grid(const Grid& g, Location where) {
+  const int N = g.geom.grid_size, n = g.geom.image_size;
   if (N <= 0 || N % 2 || n <= 0 || n % 2 || n > N)
     throw std::runtime_error("fft.grid_to_image: grid of " + std::to_string(N) + " cells for an image of " +
                              std::to_string(n) + " pixels: both must be even and the image no larger");
-  if (grid.cells.size() != std::size_t(N) * N || grid.totals.size() != 3)
-    throw std::runtime_error("fft.grid_to_image: grid holds " + std::to_string(grid.cells.size()) +
+  if (g.cells.size() != std::size_t(N) * N || g.totals.size() != 3)
+    throw std::runtime_error("fft.grid_to_image: grid holds " + std::to_string(g.cells.size()) +
                              " cells, its geometry says " + std::to_string(std::size_t(N) * N));
-  if (grid.location() != where || grid.cells.location() != where || grid.totals.location() != where)
+  if (g.location() != where || g.cells.location() != where || g.totals.location() != where)
     throw std::runtime_error(std::string("fft.grid_to_image: this backend needs the grid in ") + to_string(where) +
                              " memory");
-  if (!grid.obs) throw std::runtime_error("fft.grid_to_image: the grid carries no observation (sky coordinates)");
+  if (!g.obs) throw std::runtime_error("fft.grid_to_image: the grid carries no observation (sky coordinates)");
 }
 
-void grid_to_image::check_norm(double norm) {
+void check_norm(double norm) {
   if (!(norm > 0) || !std::isfinite(norm))
     throw std::runtime_error("fft.grid_to_image: grid norm is " + std::to_string(norm) + ": no visibility was gridded");
 }
 
-SkyWcs grid_to_image::sky_of(const Grid& grid) {
-  const Observation& obs = *grid.obs;
+SkyWcs sky_of(const Grid& g) {
+  const Observation& obs = *g.obs;
   SkyWcs w;
   w.ra_rad = obs.ra_rad;
   w.dec_rad = obs.dec_rad;
-  w.cell_rad = grid.geom.cell_rad;
+  w.cell_rad = g.geom.cell_rad;
   w.freq_hz = obs.ref_freq_hz;
   // WSClean's CDELT3: the band the channels cover, edge to edge.
   if (!obs.freq_hz.empty() && obs.channel_width_hz > 0) {
@@ -51,21 +50,21 @@ SkyWcs grid_to_image::sky_of(const Grid& grid) {
 
 namespace {
 
-class GridToImage : public Stage {
+class GridToImage : public DeclaredStage<decl> {
  public:
-  void prepare(PrepareContext& pc) override { pinned_ = pc.pinned("image"); }
+  void prepare(PrepareContext& pc) override { pinned_ = pc.pinned(image.name); }
 
   void process(Context& ctx) override {
-    auto grid = ctx.in<Grid>("grid");
-    grid_to_image::check(*grid, Location::host);
-    const GridGeometry& g = grid->geom;
+    auto in = ctx.in(grid);
+    check_grid(*in, Location::host);
+    const GridGeometry& g = in->geom;
     const int N = g.grid_size, n = g.image_size;
-    const double norm = grid->norm();
-    grid_to_image::check_norm(norm);
+    const double norm = in->norm();
+    check_norm(norm);
 
     // The input is shared: scale and shift into FFTW's buffer, noting which rows hold data.
     auto buf = fftw::alloc(std::size_t(N) * N);
-    const cfloat* cells = grid->cells.host_data();
+    const cfloat* cells = in->cells.host_data();
     const float inv = float(1.0 / norm);
     std::vector<char> has_data(N);
     tbb::parallel_for(0, N, [&](int v) {
@@ -121,8 +120,8 @@ class GridToImage : public Stage {
       }
     });
 
-    img->wcs = grid_to_image::sky_of(*grid);
-    ctx.emit("image", img);
+    img->wcs = sky_of(*in);
+    ctx.emit(image, img);
   }
 
  private:
@@ -131,27 +130,6 @@ class GridToImage : public Stage {
 
 }  // namespace
 
-StageSpec fft_grid_to_image_spec() {
-  StageSpec s;
-  s.type = "fft.grid_to_image";
-  s.summary = "dirty image from a uv grid: normalise, FFT with centring shifts, real part, central crop";
-  s.doc =
-      "Divides the grid by its norm, multiplies by (-1)^(x+y), takes the forward 2-D FFT (FFTW, single precision, "
-      "multi-threaded on oneTBB), multiplies by (-1)^(x+y) again and keeps the real part of the central image_size "
-      "square: image pixel x is grid column x + (grid_size - image_size)/2. With the gridding conventions of "
-      "DESIGN.md a source at direction cosines (l, m) appears at pixel (N/2 - l/cell, N/2 + m/cell), RA increasing "
-      "to the left as in FITS viewers and WSClean. Rows of the grid that hold no data and columns outside the crop "
-      "are not transformed. The image carries the observation's phase centre, reference frequency, telescope and "
-      "date, and the cell size, in JY/BEAM; apply image.grid_correct next. Tested pixel by pixel against a direct "
-      "double-precision DFT of the grid, and for the position and sign of a single grid cell's fringe. The cuda "
-      "backend does the same with cuFFT on the device-resident grid (a full transform: no pruning) and is tested "
-      "against the cpu backend.";
-  s.inputs = {{"grid", kGrid, Arity::once, Residency::backend, "the accumulated uv grid and its norm"}};
-  s.outputs = {{"image", kImage, Arity::once, Residency::backend, "the dirty image, before grid correction"}};
-  s.backends = {{"cpu", [] { return std::make_unique<GridToImage>(); }}};
-  s.backends.push_back(UVFLOW_CUDA_BACKEND(make_grid_to_image_cuda));
-  s.concurrency = Concurrency::serial;
-  return s;
-}
+StageSpec spec() { return decl.spec({cpu_backend<GridToImage>(), UVFLOW_CUDA_BACKEND(make_cuda)}); }
 
-}  // namespace uvflow
+}  // namespace uvflow::fft_grid_to_image

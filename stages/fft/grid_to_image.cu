@@ -15,7 +15,7 @@
 #include "runtime/cufft_plan.hpp"
 #include "stages/fft/grid_to_image.hpp"
 
-namespace uvflow {
+namespace uvflow::fft_grid_to_image {
 namespace {
 
 constexpr char kWho[] = "fft.grid_to_image (cuda)";
@@ -42,12 +42,12 @@ __global__ void crop_real(const float2* buf, float* img, int N, int n) {
   }
 }
 
-class GridToImageCuda : public Stage {
+class GridToImageCuda : public DeclaredStage<decl> {
  public:
   void process(Context& ctx) override {
-    auto grid = ctx.in<Grid>("grid");
-    grid_to_image::check(*grid, Location::device);
-    const int N = grid->geom.grid_size, n = grid->geom.image_size;
+    auto in = ctx.in(grid);
+    check_grid(*in, Location::device);
+    const int N = in->geom.grid_size, n = in->geom.image_size;
     const device::Stream& stream = ctx.stream();
     auto s = static_cast<cudaStream_t>(stream.native());
     if (plan_size_ != N) {  // host work: before the wait below, so that it overlaps the gridding
@@ -64,12 +64,12 @@ class GridToImageCuda : public Stage {
     check_cufft(cufftSetWorkArea(plan_->get(), scratch.data()), "cufftSetWorkArea");
     auto work = Array<cfloat>::device(std::size_t(N) * N, stream);
     double norm = 0;
-    device::copy(&norm, grid->totals.data(), sizeof norm, device::Copy::device_to_host, stream);
+    device::copy(&norm, in->totals.data(), sizeof norm, device::Copy::device_to_host, stream);
     stream.synchronize();
-    grid_to_image::check_norm(norm);
+    check_norm(norm);
     const int threads = 256;
     const int blocks = device::resident_blocks(reinterpret_cast<const void*>(scale_and_centre), threads);
-    scale_and_centre<<<blocks, threads, 0, s>>>(reinterpret_cast<const float2*>(grid->cells.data()), float(1.0 / norm),
+    scale_and_centre<<<blocks, threads, 0, s>>>(reinterpret_cast<const float2*>(in->cells.data()), float(1.0 / norm),
                                                 reinterpret_cast<float2*>(work.data()), N);
     device::check_launch("fft.grid_to_image: scale_and_centre");
     auto* w = reinterpret_cast<cufftComplex*>(work.data());
@@ -80,8 +80,8 @@ class GridToImageCuda : public Stage {
     crop_real<<<blocks, threads, 0, s>>>(reinterpret_cast<const float2*>(work.data()), img->pixels.data(), N, n);
     device::check_launch("fft.grid_to_image: crop_real");
     keep_until(stream.record(), {&work, &scratch});  // released after the crop has read them
-    img->wcs = grid_to_image::sky_of(*grid);
-    ctx.emit("image", img);
+    img->wcs = sky_of(*in);
+    ctx.emit(image, img);
   }
 
  private:
@@ -92,6 +92,6 @@ class GridToImageCuda : public Stage {
 
 }  // namespace
 
-std::unique_ptr<Stage> make_grid_to_image_cuda() { return std::make_unique<GridToImageCuda>(); }
+std::unique_ptr<Stage> make_cuda() { return std::make_unique<GridToImageCuda>(); }
 
-}  // namespace uvflow
+}  // namespace uvflow::fft_grid_to_image

@@ -1,10 +1,3 @@
-// fft.grid_to_image: the dirty image from a uv grid, on the CPU (WPROJ.md "From grid to image").
-//
-//   in   grid   Grid, once, host: cells [v][u], norm in totals[0], geometry and observation
-//   out  image  Image, once, host: image_size^2 pixels [y][x], x fastest, row 0 at the bottom,
-//               with the sky coordinates of the grid's observation (bunit JY/BEAM)
-//   no parameters: the geometry comes with the grid (kernels.wproj's image_size and cell_arcsec)
-//
 // image = Re((-1)^(x+y) FFT_forward((-1)^(x+y) grid / norm)), cropped to the central image_size:
 // image pixel x is grid column x + (grid_size - image_size)/2, likewise for y. With DESIGN.md's
 // conventions (pos_u = -uu*scale, pos_v = vv*scale) a source at direction cosines (l, m) lands on
@@ -16,26 +9,47 @@
 
 #include "runtime/payloads/grid.hpp"
 #include "runtime/payloads/image.hpp"
-#include "runtime/stage.hpp"
+#include "runtime/stage_decl.hpp"
 
-namespace uvflow {
+namespace uvflow::fft_grid_to_image {
 
-StageSpec fft_grid_to_image_spec();
+inline constexpr In<Grid> grid{.name = "grid", .arity = Arity::once, .doc = "the accumulated uv grid and its norm"};
+inline constexpr Out<Image> image{
+    .name = "image", .arity = Arity::once, .doc = "the dirty image, before grid correction"};
 
+struct Params {};
+
+inline const StageDecl<Params> decl{
+    .type = "fft.grid_to_image",
+    .summary = "dirty image from a uv grid: normalise, FFT with centring shifts, real part, central crop",
+    .doc = "Divides the grid by its norm, multiplies by (-1)^(x+y), takes the forward 2-D FFT (FFTW, single "
+           "precision, multi-threaded on oneTBB), multiplies by (-1)^(x+y) again and keeps the real part of the "
+           "central image_size square: image pixel x is grid column x + (grid_size - image_size)/2. With the "
+           "gridding conventions of DESIGN.md a source at direction cosines (l, m) appears at pixel (N/2 - l/cell, "
+           "N/2 + m/cell), RA increasing to the left as in FITS viewers and WSClean. Rows of the grid that hold no "
+           "data and columns outside the crop are not transformed. The image carries the observation's phase "
+           "centre, reference frequency, telescope and date, and the cell size, in JY/BEAM; apply "
+           "image.grid_correct next. Tested pixel by pixel against a direct double-precision DFT of the grid, and "
+           "for the position and sign of a single grid cell's fringe. The cuda backend does the same with cuFFT on "
+           "the device-resident grid (a full transform: no pruning) and is tested against the cpu backend.",
+    .inputs = {grid},
+    .outputs = {image},
+    .concurrency = Concurrency::serial,
+};
+
+StageSpec spec();
 #ifdef UVFLOW_WITH_CUDA
-std::unique_ptr<Stage> make_grid_to_image_cuda();  // stages/fft/grid_to_image.cu
+std::unique_ptr<Stage> make_cuda();  // stages/fft/grid_to_image.cu
 #endif
 
 // Shared by both backends.
-namespace grid_to_image {
 // Throws unless the geometry is usable (even sizes, image no larger than the grid), the arrays
 // match it, the grid is at `where` and carries its observation. Reads no array contents.
-void check(const Grid& grid, Location where);
+void check_grid(const Grid& g, Location where);
 // Throws unless the grid's norm is positive and finite (something was gridded).
 void check_norm(double norm);
 // The image's sky coordinates: the observation's phase centre, frequency, bandwidth (first to
 // last channel, edge to edge, as WSClean's CDELT3), telescope and date.
-SkyWcs sky_of(const Grid& grid);
-}  // namespace grid_to_image
+SkyWcs sky_of(const Grid& g);
 
-}  // namespace uvflow
+}  // namespace uvflow::fft_grid_to_image

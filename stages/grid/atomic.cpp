@@ -12,15 +12,14 @@
 #include <string>
 
 #include "runtime/error.hpp"
-#include "stages/uvw/w_sort.hpp"
+#include "stages/shared/placement.hpp"
+#include "stages/shared/vis_checks.hpp"
 
-namespace uvflow {
+namespace uvflow::grid_atomic {
 
-namespace grid_atomic {
-
-void check_inputs(const VisBlock& vis, const KernelStack& ks, Location where) {
-  check_arrays(vis);
-  const std::string at = "block " + std::to_string(vis.index) + ": kernel stack ";
+void check_inputs(const VisBlock& block, const KernelStack& ks, Location where) {
+  check_arrays(block);
+  const std::string at = "block " + std::to_string(block.index) + ": kernel stack ";
   const int o = ks.oversample, planes = ks.planes;
   const GridGeometry& geom = ks.geom;
   // GridCoord holds offsets in 8 bits and the plane in 16.
@@ -45,21 +44,19 @@ void check_inputs(const VisBlock& vis, const KernelStack& ks, Location where) {
   // The planner moves inputs to the backend's side; anything else is a planning bug.
   auto located = [&](const ArrayBase& a, const char* name) {
     if (!a.empty() && a.location() != where)
-      throw std::logic_error("block " + std::to_string(vis.index) + ": " + name + " is in " +
+      throw std::logic_error("block " + std::to_string(block.index) + ": " + name + " is in " +
                              to_string(a.location()) + " memory, the backend reads " + to_string(where) + " memory");
   };
-  located(vis.uu, "uu");
-  located(vis.vv, "vv");
-  located(vis.ww, "ww");
-  located(vis.vis, "vis");
-  located(vis.weight, "weight");
+  located(block.uu, "uu");
+  located(block.vv, "vv");
+  located(block.ww, "ww");
+  located(block.vis, "vis");
+  located(block.weight, "weight");
   located(ks.support, "kernel support");
   located(ks.quarter_start, "kernel quarter_start");
   located(ks.quarter, "kernel quarter");
   located(ks.footprint_sum, "kernel footprint_sum");
 }
-
-}  // namespace grid_atomic
 
 namespace {
 
@@ -73,25 +70,25 @@ struct Tally {
 // Listing 9 with oneTBB in place of OpenMP: visibilities in parallel, every grid update an
 // atomic add, the kernel read straight from the compacted quarter. Faithful, not fast: the
 // atomics keep the inner loop scalar.
-class AtomicCpu final : public Stage {
+class AtomicCpu final : public DeclaredStage<decl> {
  public:
-  void prepare(PrepareContext& pc) override { pinned_ = pc.pinned("grid"); }
+  void prepare(PrepareContext& pc) override { pinned_ = pc.pinned(grid.name); }
 
   void process(Context& ctx) override {
-    auto vis = ctx.in<VisBlock>("vis");
-    auto ks = ctx.in<KernelStack>("kernels");
-    grid_atomic::check_inputs(*vis, *ks, Location::host);
+    auto block = ctx.in(vis);
+    auto ks = ctx.in(kernels);
+    check_inputs(*block, *ks, Location::host);
     const Placement placement = Placement::of(*ks);
     const std::int32_t* support = ks->support.data();
     const int last = ks->planes - 1;
     const std::int64_t last_size = ks->half_size(last);
     if (std::int64_t(ks->quarter.size()) < ks->quarter_start[last] + last_size * last_size)
-      throw InputError("block " + std::to_string(vis->index) + ": kernel stack quarter holds " +
+      throw InputError("block " + std::to_string(block->index) + ": kernel stack quarter holds " +
                        std::to_string(ks->quarter.size()) + " values, fewer than its supports need");
-    if (!grid_) grid_ = new_grid(*ks, vis->obs);
+    if (!grid_) grid_ = new_grid(*ks, block->obs);
 
-    const float *uu = vis->uu.data(), *vv = vis->vv.data(), *ww = vis->ww.data(), *wt = vis->weight.data();
-    const cfloat* val = vis->vis.data();
+    const float *uu = block->uu.data(), *vv = block->vv.data(), *ww = block->ww.data(), *wt = block->weight.data();
+    const cfloat* val = block->vis.data();
     const std::int64_t* qstart = ks->quarter_start.data();
     const cfloat* quarter = ks->quarter.data();
     const double* fsum = ks->footprint_sum.data();
@@ -100,13 +97,13 @@ class AtomicCpu final : public Stage {
     const int o = ks->oversample;
 
     const Tally t = tbb::parallel_reduce(
-        tbb::blocked_range<std::size_t>(0, vis->size(), 64), Tally{},
+        tbb::blocked_range<std::size_t>(0, block->size(), 64), Tally{},
         [&](const tbb::blocked_range<std::size_t>& r, Tally t) {
           for (std::size_t i = r.begin(); i != r.end(); ++i) {
             GridCoord c;
             const Placed where = place(placement, support, uu[i], vv[i], ww[i], c);
             if (where == Placed::invalid)
-              throw InputError("block " + std::to_string(vis->index) + ", visibility " + std::to_string(i) +
+              throw InputError("block " + std::to_string(block->index) + ", visibility " + std::to_string(i) +
                                ": uvw is not finite");
             if (where == Placed::outside) {
               t.skipped += 1;
@@ -137,29 +134,29 @@ class AtomicCpu final : public Stage {
     grid_->totals[0] += t.norm;
     grid_->totals[1] += t.gridded;
     grid_->totals[2] += t.skipped;
-    ctx.add_work({.visibilities = double(vis->size()), .updates = t.updates});
+    ctx.add_work({.visibilities = double(block->size()), .updates = t.updates});
   }
 
   void finish(Context& ctx) override {
-    if (!grid_) grid_ = new_grid(*ctx.in<KernelStack>("kernels"), nullptr);
-    ctx.emit("grid", std::move(grid_));
+    if (!grid_) grid_ = new_grid(*ctx.in(kernels), nullptr);
+    ctx.emit(grid, std::move(grid_));
   }
 
  private:
   std::shared_ptr<Grid> new_grid(const KernelStack& ks, std::shared_ptr<const Observation> obs) const {
-    auto grid = std::make_shared<Grid>();
-    grid->geom = ks.geom;
-    grid->obs = std::move(obs);
-    grid->cells = Array<cfloat>::host(std::size_t(ks.geom.grid_size) * ks.geom.grid_size, pinned_);
+    auto g = std::make_shared<Grid>();
+    g->geom = ks.geom;
+    g->obs = std::move(obs);
+    g->cells = Array<cfloat>::host(std::size_t(ks.geom.grid_size) * ks.geom.grid_size, pinned_);
     // Zeroed in parallel: large grids are gigabytes, and first touch spreads the pages.
-    cfloat* c = grid->cells.data();
-    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, grid->cells.size(), std::size_t(1) << 16),
+    cfloat* c = g->cells.data();
+    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, g->cells.size(), std::size_t(1) << 16),
                       [c](const tbb::blocked_range<std::size_t>& r) {
                         std::fill(c + r.begin(), c + r.end(), cfloat(0));
                       });
-    grid->totals = Array<double>::host(3);
-    std::fill(grid->totals.begin(), grid->totals.end(), 0.0);
-    return grid;
+    g->totals = Array<double>::host(3);
+    std::fill(g->totals.begin(), g->totals.end(), 0.0);
+    return g;
   }
 
   bool pinned_ = false;
@@ -168,38 +165,6 @@ class AtomicCpu final : public Stage {
 
 }  // namespace
 
-StageSpec grid_atomic_spec() {
-  StageSpec s;
-  s.type = "grid.atomic";
-  s.summary = "convolutional gridding of unsorted visibilities, one at a time, with atomic grid updates";
-  s.doc =
-      "The first and simplest parallel gridder of the NAG memo, kept as the baseline that the sorted and tiled "
-      "gridders are measured against. Each visibility is placed as the serial reference (Listing 1) places it and "
-      "convolved with its w-plane's compacted quarter kernel, conjugated for w > 0; visibilities whose footprint "
-      "leaves the grid are skipped and counted. The grid's totals are [norm, gridded, skipped], norm being the "
-      "weighted sum of the real parts of each footprint (the kernel stack's footprint_sum). "
-      "cpu (Listing 9): visibilities in parallel with oneTBB, every grid update an atomic float add; the faithful "
-      "CPU counterpart, not a fast path. "
-      "cuda (Listing 4): one warp per visibility, its lanes across a kernel row, atomic adds on the grid (one "
-      "float2 atomic per cell on sm_90); grid and totals stay on the device and nothing synchronises. "
-      "Tested: cpu against a double-precision Listing 1 (random kernels, edge visibilities, both signs of w, "
-      "thousands of visibilities in one cell), cuda against cpu. "
-      "Work: cpu reports visibilities and kernel-point updates; cuda reports visibilities only, since the "
-      "supports are read on the device and counting updates would need a host synchronisation (the count equals "
-      "the cpu backend's on the same data). "
-      "Non-finite uvw: the cpu backend stops with an error naming the visibility, as uvw.w_sort and grid.serial "
-      "do; a kernel cannot raise one, so the cuda backend counts it as skipped.";
-  s.inputs = {
-      {"vis", "VisBlock", Arity::stream, Residency::backend, "visibilities in any order (uu, vv, ww in wavelengths)"},
-      {"kernels", "KernelStack", Arity::once, Residency::backend,
-       "w-projection kernels; their geometry sets the grid size and cell"},
-  };
-  s.outputs = {{"grid", "Grid", Arity::once, Residency::backend,
-                "the gridded visibilities of every block, with totals [norm, gridded, skipped]"}};
-  s.backends = {{"cpu", [] { return std::make_unique<AtomicCpu>(); }}};
-  s.backends.push_back(UVFLOW_CUDA_BACKEND(make_grid_atomic_cuda));
-  s.concurrency = Concurrency::serial;
-  return s;
-}
+StageSpec spec() { return decl.spec({cpu_backend<AtomicCpu>(), UVFLOW_CUDA_BACKEND(make_cuda)}); }
 
-}  // namespace uvflow
+}  // namespace uvflow::grid_atomic

@@ -9,9 +9,9 @@
 
 #include "runtime/cuda_check.hpp"
 #include "stages/grid/atomic.hpp"
-#include "stages/uvw/placement.hpp"
+#include "stages/shared/placement.hpp"
 
-namespace uvflow {
+namespace uvflow::grid_atomic {
 namespace {
 
 constexpr int kWarpsPerBlock = 8;
@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock) grid_atomic_kernel(cons
   }
 }
 
-class AtomicCuda final : public Stage {
+class AtomicCuda final : public DeclaredStage<decl> {
  public:
   void prepare(PrepareContext& pc) override {
     if (pc.dry_run) return;
@@ -92,20 +92,20 @@ class AtomicCuda final : public Stage {
   }
 
   void process(Context& ctx) override {
-    auto vis = ctx.in<VisBlock>("vis");
-    auto ks = ctx.in<KernelStack>("kernels");
-    grid_atomic::check_inputs(*vis, *ks, Location::device);
+    auto block = ctx.in(vis);
+    auto ks = ctx.in(kernels);
+    check_inputs(*block, *ks, Location::device);
     const device::Stream& stream = ctx.stream();
-    if (!grid_) grid_ = new_grid(*ks, vis->obs, stream);
-    const std::int64_t n = std::int64_t(vis->size());
+    if (!grid_) grid_ = new_grid(*ks, block->obs, stream);
+    const std::int64_t n = std::int64_t(block->size());
     if (n > 0) {
       const Args a{{ks->geom.scale(), ks->w_scale, ks->geom.grid_size, ks->planes, ks->oversample},
                    n,
-                   vis->uu.data(),
-                   vis->vv.data(),
-                   vis->ww.data(),
-                   vis->weight.data(),
-                   reinterpret_cast<const float2*>(vis->vis.data()),
+                   block->uu.data(),
+                   block->vv.data(),
+                   block->ww.data(),
+                   block->weight.data(),
+                   reinterpret_cast<const float2*>(block->vis.data()),
                    ks->support.data(),
                    ks->quarter_start.data(),
                    reinterpret_cast<const float2*>(ks->quarter.data()),
@@ -121,21 +121,21 @@ class AtomicCuda final : public Stage {
   }
 
   void finish(Context& ctx) override {
-    if (!grid_) grid_ = new_grid(*ctx.in<KernelStack>("kernels"), nullptr, ctx.stream());
-    ctx.emit("grid", std::move(grid_));
+    if (!grid_) grid_ = new_grid(*ctx.in(kernels), nullptr, ctx.stream());
+    ctx.emit(grid, std::move(grid_));
   }
 
  private:
   static std::shared_ptr<Grid> new_grid(const KernelStack& ks, std::shared_ptr<const Observation> obs,
                                         const device::Stream& stream) {
-    auto grid = std::make_shared<Grid>();
-    grid->geom = ks.geom;
-    grid->obs = std::move(obs);
-    grid->cells = Array<cfloat>::device(std::size_t(ks.geom.grid_size) * ks.geom.grid_size, stream);
-    device::memset_zero(grid->cells.data(), grid->cells.bytes(), stream);
-    grid->totals = Array<double>::device(3, stream);
-    device::memset_zero(grid->totals.data(), grid->totals.bytes(), stream);
-    return grid;
+    auto g = std::make_shared<Grid>();
+    g->geom = ks.geom;
+    g->obs = std::move(obs);
+    g->cells = Array<cfloat>::device(std::size_t(ks.geom.grid_size) * ks.geom.grid_size, stream);
+    device::memset_zero(g->cells.data(), g->cells.bytes(), stream);
+    g->totals = Array<double>::device(3, stream);
+    device::memset_zero(g->totals.data(), g->totals.bytes(), stream);
+    return g;
   }
 
   int max_blocks_ = 1;
@@ -144,6 +144,6 @@ class AtomicCuda final : public Stage {
 
 }  // namespace
 
-std::unique_ptr<Stage> make_grid_atomic_cuda() { return std::make_unique<AtomicCuda>(); }
+std::unique_ptr<Stage> make_cuda() { return std::make_unique<AtomicCuda>(); }
 
-}  // namespace uvflow
+}  // namespace uvflow::grid_atomic

@@ -4,9 +4,10 @@
 
 #include "runtime/error.hpp"
 #include "runtime/payloads/kernels.hpp"
-#include "stages/uvw/w_sort.hpp"
+#include "stages/shared/placement.hpp"
+#include "stages/shared/vis_checks.hpp"
 
-namespace uvflow {
+namespace uvflow::grid_serial {
 namespace {
 
 void check_quarter(const KernelStack& ks) {
@@ -18,11 +19,11 @@ void check_quarter(const KernelStack& ks) {
                      " planes and their supports");
 }
 
-class SerialGridder : public Stage {
+class SerialGridder : public DeclaredStage<decl> {
  public:
   void process(Context& ctx) override {
-    auto block = ctx.in<VisBlock>("vis");
-    auto ks = ctx.in<KernelStack>("kernels");
+    auto block = ctx.in(vis);
+    auto ks = ctx.in(kernels);
     check_arrays(*block);
     const Placement placement = Placement::of(*ks);
     check_quarter(*ks);
@@ -30,7 +31,7 @@ class SerialGridder : public Stage {
 
     const int o = ks->oversample;
     const std::int64_t grid_size = ks->geom.grid_size;
-    float* grid = reinterpret_cast<float*>(grid_->cells.data());
+    float* cells = reinterpret_cast<float*>(grid_->cells.data());
     const float *uu = block->uu.host_data(), *vv = block->vv.host_data(), *ww = block->ww.host_data();
     const float* weight = block->weight.host_data();
     const cfloat* vis = block->vis.host_data();
@@ -57,7 +58,7 @@ class SerialGridder : public Stage {
           const int ix = std::abs(c.off_u + k * o);
           const float cwt_re = kernel[iy * size + ix].real(), cwt_im = conv_mul * kernel[iy * size + ix].imag();
           sum += cwt_re;
-          float* g = grid + 2 * ((c.v + j) * grid_size + c.u + k);
+          float* g = cells + 2 * ((c.v + j) * grid_size + c.u + k);
           g[0] += val_re * cwt_re - val_im * cwt_im;
           g[1] += val_im * cwt_re + val_re * cwt_im;
         }
@@ -73,8 +74,8 @@ class SerialGridder : public Stage {
   }
 
   void finish(Context& ctx) override {
-    if (!grid_) grid_ = std::make_shared<Grid>(Grid::zeros_on_host(ctx.in<KernelStack>("kernels")->geom, nullptr));
-    ctx.emit("grid", grid_);
+    if (!grid_) grid_ = std::make_shared<Grid>(Grid::zeros_on_host(ctx.in(kernels)->geom, nullptr));
+    ctx.emit(grid, grid_);
   }
 
  private:
@@ -83,24 +84,6 @@ class SerialGridder : public Stage {
 
 }  // namespace
 
-StageSpec grid_serial_spec() {
-  StageSpec s;
-  s.type = "grid.serial";
-  s.summary = "serial reference gridder (NAG memo Listing 1): one visibility at a time, no sorting";
-  s.doc =
-      "Convolves each visibility with its w-plane's kernel onto a single-precision grid exactly as the serial code "
-      "of the NAG memo does: for j, k in [-s, s], C = K[plane][|off_v + j*o|][|off_u + k*o|] from the quarter "
-      "kernels, conjugated when ww > 0, grid[v+j][u+k] += (vis*weight) * C, norm += weight * sum Re(C) in double. "
-      "Positions, planes and offsets follow the DESIGN.md conventions (the same placement as uvw.w_sort). "
-      "Visibilities whose footprint would leave the grid are skipped and counted. The slow, plain yardstick the "
-      "other gridders are checked and timed against; it is itself tested against an independent double-precision "
-      "loop (relative Frobenius norm of the grid below 1e-5, same norm and skipped count).";
-  s.inputs = {{"vis", kVisBlock, Arity::stream, Residency::backend, "visibilities, in any order"},
-              {"kernels", kKernelStack, Arity::once, Residency::backend, "quarter kernels, supports, grid geometry"}};
-  s.outputs = {{"grid", kGrid, Arity::once, Residency::backend, "the accumulated grid, norm, gridded and skipped counts"}};
-  s.backends = {{"cpu", [] { return std::make_unique<SerialGridder>(); }}};
-  s.concurrency = Concurrency::serial;
-  return s;
-}
+StageSpec spec() { return decl.spec({cpu_backend<SerialGridder>()}); }
 
-}  // namespace uvflow
+}  // namespace uvflow::grid_serial

@@ -1,19 +1,34 @@
-// grid.serial: the serial reference gridder, Listing 1 of the NAG memo (000_21de45a10be372d0.txt)
-// as written: one visibility at a time, kernel values read from the quarter kernels with the
-// oversampling stride. It is the yardstick the fast gridders are compared with; keep it plain.
-//
-//   in   vis      VisBlock, stream: visibilities in any order (raw, or placed: its coords are
-//                 recomputed and its `skipped` count carried over)
-//        kernels  KernelStack, once: quarter kernels, supports, grid geometry
-//   out  grid     Grid, once (emitted at the end of the stream): single-precision cells, norm
-//                 (double), gridded and skipped counts
-//   backend: cpu (serial); no parameters.
 #pragma once
 
-#include "runtime/stage.hpp"
+#include "runtime/payloads/grid.hpp"
+#include "runtime/payloads/kernels.hpp"
+#include "runtime/payloads/vis.hpp"
+#include "runtime/stage_decl.hpp"
 
-namespace uvflow {
+namespace uvflow::grid_serial {
 
-StageSpec grid_serial_spec();
+inline constexpr In<VisBlock> vis{.name = "vis", .doc = "visibilities, in any order"};
+inline constexpr In<KernelStack> kernels{
+    .name = "kernels", .arity = Arity::once, .doc = "quarter kernels, supports, grid geometry"};
+inline constexpr Out<Grid> grid{
+    .name = "grid", .arity = Arity::once, .doc = "the accumulated grid, norm, gridded and skipped counts"};
 
-}  // namespace uvflow
+struct Params {};
+
+inline const StageDecl<Params> decl{
+    .type = "grid.serial",
+    .summary = "serial reference gridder (NAG memo Listing 1): one visibility at a time, no sorting",
+    .doc = "Convolves each visibility with its w-plane's kernel onto a single-precision grid exactly as the serial "
+           "code of the NAG memo does: for j, k in [-s, s], C = K[plane][|off_v + j*o|][|off_u + k*o|] from the "
+           "quarter kernels, conjugated when ww > 0, grid[v+j][u+k] += (vis*weight) * C, norm += weight * sum "
+           "Re(C) in double. Positions, planes and offsets follow the DESIGN.md conventions (the same placement as "
+           "uvw.w_sort). Visibilities whose footprint would leave the grid are skipped and counted. The slow, plain "
+           "yardstick the other gridders are checked and timed against; it is itself tested against an independent "
+           "double-precision loop (relative Frobenius norm of the grid below 1e-5, same norm and skipped count).",
+    .inputs = {vis, kernels},
+    .outputs = {grid},
+};
+
+StageSpec spec();
+
+}  // namespace uvflow::grid_serial

@@ -16,9 +16,10 @@
 #include "runtime/error.hpp"
 #include "runtime/payloads/kernels.hpp"
 #include "runtime/payloads/tiles.hpp"
-#include "stages/uvw/w_sort.hpp"
+#include "stages/shared/placement.hpp"
+#include "stages/shared/vis_checks.hpp"
 
-namespace uvflow {
+namespace uvflow::grid_tiled {
 namespace {
 
 // g += (vis*weight) * C along one run of kernel values, (re, im) interleaved. The conjugation is
@@ -131,18 +132,18 @@ void check_rows_layout(const KernelStack& ks) {
                      " planes (build them with build_kernel_layouts)");
 }
 
-class TiledGridder : public Stage {
+class TiledGridder : public DeclaredStage<decl> {
  public:
-  void configure(const Params& p) override {
-    central_box_ = p.integer("central_box");
-    if (p.string("variant") != "uvflow")
-      throw ParamError("variant", "'" + p.string("variant") + "' is a cuda design; the cpu backend has one (uvflow)");
+  void check(const Params& p) override {
+    central_box_ = p.central_box;
+    if (p.variant != "uvflow")
+      throw ParamError("variant", "'" + p.variant + "' is a cuda design; the cpu backend has one (uvflow)");
   }
 
   void process(Context& ctx) override {
-    auto buckets = ctx.in<TileBuckets>("buckets");
-    auto ks = ctx.in<KernelStack>("kernels");
-    const VisBlock& block = buckets->vis;
+    auto b = ctx.in(buckets);
+    auto ks = ctx.in(kernels);
+    const VisBlock& block = b->vis;
     check_arrays(block);
     check_placed(block);
     check_rows_layout(*ks);
@@ -150,15 +151,14 @@ class TiledGridder : public Stage {
     if (block.grid_size != ks->geom.grid_size)
       throw InputError(where + " was placed on a grid of " + std::to_string(block.grid_size) + " cells, the kernels make " +
                        std::to_string(ks->geom.grid_size));
-    const TileLayout& l = buckets->layout;
+    const TileLayout& l = b->layout;
     // Entries may be longer than the offsets' total (tiles.bucket_sort's cuda backend over-allocates).
-    if (buckets->offsets.size() != std::size_t(l.count()) + 1 ||
-        buckets->offsets[l.count()] > std::int64_t(buckets->entries.size()))
+    if (b->offsets.size() != std::size_t(l.count()) + 1 || b->offsets[l.count()] > std::int64_t(b->entries.size()))
       throw InputError(where + ": tile offsets do not match the tile layout and entries");
     if (!grid_) grid_ = std::make_shared<Grid>(Grid::zeros_on_host(ks->geom, block.obs));
 
     const Sums sums = block_sums(block, *ks);
-    grid_tiles(*buckets, *ks);
+    grid_tiles(*b, *ks);
     grid_->totals[0] += sums.norm;
     grid_->totals[1] += sums.gridded;
     grid_->totals[2] += double(block.skipped) + sums.outside;
@@ -166,8 +166,8 @@ class TiledGridder : public Stage {
   }
 
   void finish(Context& ctx) override {
-    if (!grid_) grid_ = std::make_shared<Grid>(Grid::zeros_on_host(ctx.in<KernelStack>("kernels")->geom, nullptr));
-    ctx.emit("grid", grid_);
+    if (!grid_) grid_ = std::make_shared<Grid>(Grid::zeros_on_host(ctx.in(kernels)->geom, nullptr));
+    ctx.emit(grid, grid_);
   }
 
  private:
@@ -314,67 +314,6 @@ class TiledGridder : public Stage {
 
 }  // namespace
 
-StageSpec grid_tiled_spec() {
-  StageSpec s;
-  s.type = "grid.tiled";
-  s.summary = "fast CPU gridder: tiles gridded in parallel, largest first, with a shared dense central box";
-  s.doc =
-      "Grids the bucket-sorted blocks of tiles.bucket_sort (NAG memo sections 3.3-3.4, 4.2-4.4). Each tile outside "
-      "the central box is gridded by one task, so no two threads write one cell and no atomics are needed; tiles "
-      "are taken from a queue sorted by their work (the clipped footprint areas of their visibilities, not their "
-      "counts), largest first. Every footprint is clipped to the tile, and the kernel is read through the `rows` "
-      "layout of the kernel stack, so the inner loop along u is unit-stride and vectorised. The central box, the "
-      "(2W+1)^2 tiles around the tile holding the grid centre where the short baselines pile up, would serialise "
-      "on its few tiles: its visibilities are instead split across all threads, each adding into a thread-local "
-      "copy of the box, and the copies are summed into the grid afterwards (Listing 11); it runs alongside the "
-      "outer tiles. Updates are grid += (vis*weight)*C with C conjugated when ww > 0, in single precision with "
-      "grid.serial's operation order; the norm is sum of weight * footprint_sum in double. Tested with the whole "
-      "chain (uvw.w_sort, uvw.bounding_box, tiles.count, tiles.bucket_sort) against an independent "
-      "double-precision Listing 1: relative Frobenius norm below 1e-5, same norm and skipped count, for several "
-      "tile sizes and central boxes, grid edges, w of both signs, a dense core and several blocks. "
-      "The cuda backend (kernel stack built with layouts: gpu) has three designs, chosen by `variant`: nag "
-      "(000 memo 3.2-3.5: a fixed number of blocks per tile, more for the central box, 32 x 2 threads owning "
-      "column strips of 32 x 32 tiles in registers and shared memory, NAG's reordered kernel layout), nvidia "
-      "(001 memo 3-4: 32-thread blocks taking chunks of 32 entries from a global counter, each thread owning a "
-      "column of a 32 x 16 tile in registers, written back when the tile changes, OERC kernel layout), and "
-      "uvflow (a warp owns a 32 x 16 or 32 x 32 tile for a work item of at most entries_per_item entries, so a "
-      "dense tile is split over many warps; footprints at least register_columns wide accumulate in registers, "
-      "each lane owning a tile column; narrower ones go to a shared-memory tile, 32/C rows of C columns at a time, "
-      "so they keep the warp busy; one atomic per touched cell per item). Each "
-      "is tested against the cpu backend on the same buckets: relative Frobenius norm below 1e-5, same norm, "
-      "gridded and skipped counts.";
-  s.inputs = {{"buckets", kTileBuckets, Arity::stream, Residency::backend,
-               "per-tile visibility lists with the placed, w-sorted block they index"},
-              {"kernels", kKernelStack, Arity::once, Residency::backend,
-               "kernel stack with its rows layout and footprint sums"}};
-  s.outputs = {{"grid", kGrid, Arity::once, Residency::backend, "the accumulated grid, norm, gridded and skipped counts"}};
-  s.params = {{.name = "variant",
-               .type = ParamType::choice,
-               .def = std::string("uvflow"),
-               .choices = {"uvflow", "nvidia", "nag"},
-               .doc = "the design (see above); nvidia and nag are the seeds' GPU designs, cuda only"},
-              {.name = "central_box", .type = ParamType::integer, .def = std::int64_t(2), .unit = "tiles", .min = -1,
-               .max = 100000,
-               .doc = "radius W of the central box: the (2W+1)^2 tiles around the tile holding the grid centre are "
-                      "gridded by all threads into thread-local copies (cpu: memory is one box of cells per thread), "
-                      "or by nag_blocks_per_central_tile blocks each (nag); -1: no central box. 2 suits 64 x 64 "
-                      "tiles on SKA-like data (NAG used 6 x 6 tiles)"},
-              {.name = "entries_per_item", .type = ParamType::integer, .def = std::int64_t(256), .unit = "entries",
-               .min = 1, .max = 1 << 20,
-               .doc = "uvflow: the most entries of one tile a warp grids before writing the tile back; smaller "
-                      "splits dense tiles finer, larger writes back less often"},
-              {.name = "register_columns", .type = ParamType::integer, .def = std::int64_t(8), .unit = "cells",
-               .min = 1, .max = 33,
-               .doc = "uvflow: footprints at least this many columns wide (clipped to the tile) are gridded in "
-                      "registers, narrower ones in shared memory; 33: all in shared memory"},
-              {.name = "nag_blocks_per_tile", .type = ParamType::integer, .def = std::int64_t(16), .min = 1,
-               .max = 1 << 16, .doc = "nag: thread blocks per tile outside the central box (the memo's 16)"},
-              {.name = "nag_blocks_per_central_tile", .type = ParamType::integer, .def = std::int64_t(1000), .min = 1,
-               .max = 1 << 20, .doc = "nag: thread blocks per tile of the central box (the memo's 1000)"}};
-  s.backends = {{"cpu", [] { return std::make_unique<TiledGridder>(); }}};
-  s.backends.push_back(UVFLOW_CUDA_BACKEND(make_grid_tiled_cuda));
-  s.concurrency = Concurrency::serial;
-  return s;
-}
+StageSpec spec() { return decl.spec({cpu_backend<TiledGridder>(), UVFLOW_CUDA_BACKEND(make_cuda)}); }
 
-}  // namespace uvflow
+}  // namespace uvflow::grid_tiled

@@ -30,13 +30,14 @@
 #include <string>
 
 #include "runtime/cuda_check.hpp"
+#include "runtime/error.hpp"
 #include "runtime/payloads/kernels.hpp"
 #include "runtime/payloads/tiles.hpp"
 #include "stages/grid/tiled.hpp"
-#include "stages/kernels/layouts.hpp"
-#include "stages/uvw/placement.hpp"
+#include "stages/shared/layouts.hpp"
+#include "stages/shared/placement.hpp"
 
-namespace uvflow {
+namespace uvflow::grid_tiled {
 namespace {
 
 constexpr unsigned kFull = 0xffffffffu;
@@ -504,34 +505,34 @@ __global__ void __launch_bounds__(32 * kUvflowWarps) uvflow_kernel(const UvflowA
 
 // ---------------------------------------------------------------- the stage
 
-void check(cudaError_t e, const char* what) { device::check(e, "grid.tiled (cuda)", what); }
+void check_cuda(cudaError_t e, const char* what) { device::check(e, "grid.tiled (cuda)", what); }
 
-class TiledCuda final : public Stage {
+class TiledCuda final : public DeclaredStage<decl> {
  public:
-  void configure(const Params& p) override {
-    variant_ = p.string("variant");
-    central_box_ = int(p.integer("central_box"));
-    per_item_ = int(p.integer("entries_per_item"));
-    register_cols_ = int(p.integer("register_columns"));
-    nag_blocks_ = int(p.integer("nag_blocks_per_tile"));
-    nag_central_blocks_ = int(p.integer("nag_blocks_per_central_tile"));
+  void check(const Params& p) override {
+    variant_ = p.variant;
+    central_box_ = int(p.central_box);
+    per_item_ = int(p.entries_per_item);
+    register_cols_ = int(p.register_columns);
+    nag_blocks_ = int(p.nag_blocks_per_tile);
+    nag_central_blocks_ = int(p.nag_blocks_per_central_tile);
   }
 
   void prepare(PrepareContext& pc) override {
     if (pc.dry_run) return;
     sms_ = device::multiprocessors();
     // The uvflow kernel holds kUvflowWarps tiles of 32 x tile_v cells in shared memory.
-    check(cudaFuncSetAttribute(uvflow_kernel<16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    check_cuda(cudaFuncSetAttribute(uvflow_kernel<16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                kUvflowWarps * 32 * 16 * int(sizeof(float2))),
           "cudaFuncSetAttribute");
-    check(cudaFuncSetAttribute(uvflow_kernel<32>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    check_cuda(cudaFuncSetAttribute(uvflow_kernel<32>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                kUvflowWarps * 32 * 32 * int(sizeof(float2))),
           "cudaFuncSetAttribute");
   }
 
   void process(Context& ctx) override {
-    auto b = ctx.in<TileBuckets>("buckets");
-    auto ks = ctx.in<KernelStack>("kernels");
+    auto b = ctx.in(buckets);
+    auto ks = ctx.in(kernels);
     check_inputs(*b, *ks);
     const device::Stream& stream = ctx.stream();
     auto s = static_cast<cudaStream_t>(stream.native());
@@ -571,8 +572,8 @@ class TiledCuda final : public Stage {
   }
 
   void finish(Context& ctx) override {
-    if (!grid_) make_grid(*ctx.in<KernelStack>("kernels"), nullptr, ctx);
-    ctx.emit("grid", std::move(grid_));
+    if (!grid_) make_grid(*ctx.in(kernels), nullptr, ctx);
+    ctx.emit(grid, std::move(grid_));
   }
 
  private:
@@ -608,10 +609,10 @@ class TiledCuda final : public Stage {
                                        items_per_tile.data(), tiles);
     device::check_launch("grid.tiled: count_items");
     std::size_t temp_bytes = 0;
-    check(cub::DeviceScan::ExclusiveSum(nullptr, temp_bytes, items_per_tile.data(), first_item.data(), int(tiles), s),
+    check_cuda(cub::DeviceScan::ExclusiveSum(nullptr, temp_bytes, items_per_tile.data(), first_item.data(), int(tiles), s),
           "cub::DeviceScan::ExclusiveSum (size)");
     auto temp = Array<std::uint8_t>::device(std::max<std::size_t>(temp_bytes, 1), stream);
-    check(cub::DeviceScan::ExclusiveSum(temp.data(), temp_bytes, items_per_tile.data(), first_item.data(), int(tiles), s),
+    check_cuda(cub::DeviceScan::ExclusiveSum(temp.data(), temp_bytes, items_per_tile.data(), first_item.data(), int(tiles), s),
           "cub::DeviceScan::ExclusiveSum");
     fill_items<<<blocks, 256, 0, s>>>(b.offsets.data(), b.active.data(), l.ntiles_u, per_item_, items_per_tile.data(),
                                       first_item.data(), tiles, items.data(), n_items.data());
@@ -626,11 +627,11 @@ class TiledCuda final : public Stage {
     device::check_launch("grid.tiled: item_keys");
     const int end_bit = int(std::bit_width(unused));
     std::size_t sort_bytes = 0;
-    check(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, keys.data(), keys_sorted.data(), unsorted.data(),
+    check_cuda(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, keys.data(), keys_sorted.data(), unsorted.data(),
                                           order.data(), max_items, 0, end_bit, s),
           "cub::DeviceRadixSort::SortPairs (size)");
     auto sort_temp = Array<std::uint8_t>::device(std::max<std::size_t>(sort_bytes, 1), stream);
-    check(cub::DeviceRadixSort::SortPairs(sort_temp.data(), sort_bytes, keys.data(), keys_sorted.data(), unsorted.data(),
+    check_cuda(cub::DeviceRadixSort::SortPairs(sort_temp.data(), sort_bytes, keys.data(), keys_sorted.data(), unsorted.data(),
                                           order.data(), max_items, 0, end_bit, s),
           "cub::DeviceRadixSort::SortPairs");
     const UvflowArgs a{block,
@@ -652,12 +653,13 @@ class TiledCuda final : public Stage {
   }
 
   void check_inputs(const TileBuckets& b, const KernelStack& ks) const {
-    auto bad = [&](const std::string& why) {
-      throw std::runtime_error("grid.tiled (cuda, " + variant_ + "), block " + std::to_string(b.index) + ": " + why);
-    };
+    const std::string where = "grid.tiled (cuda, " + variant_ + "), block " + std::to_string(b.index) + ": ";
+    // Inputs that do not fit the variant or the kernels are the pipeline's (exit 4, as the cpu
+    // backend's checks); host-resident inputs would be a planning bug.
+    auto bad = [&](const std::string& why) { throw InputError(where + why); };
     for (const ArrayBase* x : std::initializer_list<const ArrayBase*>{&b.vis.coords, &b.vis.vis, &b.vis.weight, &b.offsets,
                                                                       &b.entries, &b.active, &ks.support, &ks.footprint_sum})
-      if (x->location() != Location::device) bad("its inputs must be on the device");
+      if (x->location() != Location::device) throw std::logic_error(where + "its inputs must be on the device");
     if (!b.vis.placed() || b.vis.grid_size != ks.geom.grid_size) bad("the block is not placed for these kernels (uvw.w_sort)");
     if (b.offsets.size() != std::size_t(b.layout.count()) + 1) bad("tile offsets do not match the tile layout");
     const bool oerc = !ks.oerc.empty() && ks.oerc_start.size() == std::size_t(ks.planes);
@@ -681,6 +683,6 @@ class TiledCuda final : public Stage {
 
 }  // namespace
 
-std::unique_ptr<Stage> make_grid_tiled_cuda() { return std::make_unique<TiledCuda>(); }
+std::unique_ptr<Stage> make_cuda() { return std::make_unique<TiledCuda>(); }
 
-}  // namespace uvflow
+}  // namespace uvflow::grid_tiled

@@ -1,33 +1,108 @@
 // grid.tiled: the fast CPU gridder (NAG memo sections 3.3-3.4 and 4.2-4.4): tiles of the grid
 // gridded in parallel, each tile owned by one task, and a dense central box shared by all threads
-// through thread-local copies.
-//
-//   in   buckets      TileBuckets, stream: per-tile visibility lists (tiles.bucket_sort) with the
-//                     placed, w-sorted block they index
-//        kernels      KernelStack, once: the `rows` layout, footprint sums, supports, geometry
-//   out  grid         Grid, once (emitted at the end of the stream): single-precision cells,
-//                     norm (double), gridded and skipped counts
-//   params
-//        variant      uvflow (default) | nvidia | nag: the design (cuda); the cpu backend has one
-//        central_box  integer, tiles, default 2, range [-1, 100000]: radius W of the central box,
-//                     the (2W+1)^2 tiles around the tile holding the grid centre; -1: none (cpu, nag)
-//        entries_per_item, register_columns   uvflow: the most entries of one tile a warp takes at
-//                     once; footprints at least this wide go to registers, narrower to shared memory
-//                     (uvflow grids 32 x 16 or 32 x 32 tiles, nvidia 32 x 16, nag 32 x 32)
-//        nag_blocks_per_tile, nag_blocks_per_central_tile    nag: blocks per tile (16 and 1000)
-//   backends: cpu (serial over blocks, parallel within a block); cuda (stages/grid/tiled.cu).
+// through thread-local copies. The cuda backend's three designs are in stages/grid/tiled.cu.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <string>
 
-#include "runtime/stage.hpp"
+#include "runtime/payloads/grid.hpp"
+#include "runtime/payloads/kernels.hpp"
+#include "runtime/payloads/tiles.hpp"
+#include "runtime/stage_decl.hpp"
 
-namespace uvflow {
+namespace uvflow::grid_tiled {
 
-StageSpec grid_tiled_spec();
+inline constexpr In<TileBuckets> buckets{
+    .name = "buckets", .doc = "per-tile visibility lists with the placed, w-sorted block they index"};
+inline constexpr In<KernelStack> kernels{
+    .name = "kernels", .arity = Arity::once, .doc = "kernel stack with its rows layout and footprint sums"};
+inline constexpr Out<Grid> grid{
+    .name = "grid", .arity = Arity::once, .doc = "the accumulated grid, norm, gridded and skipped counts"};
 
+struct Params {
+  std::string variant = "uvflow";
+  std::int64_t central_box = 2;
+  std::int64_t entries_per_item = 256;
+  std::int64_t register_columns = 8;
+  std::int64_t nag_blocks_per_tile = 16;
+  std::int64_t nag_blocks_per_central_tile = 1000;
+};
+
+inline const StageDecl<Params> decl{
+    .type = "grid.tiled",
+    .summary = "fast CPU gridder: tiles gridded in parallel, largest first, with a shared dense central box",
+    .doc =
+        "Grids the bucket-sorted blocks of tiles.bucket_sort (NAG memo sections 3.3-3.4, 4.2-4.4). Each tile outside "
+        "the central box is gridded by one task, so no two threads write one cell and no atomics are needed; tiles "
+        "are taken from a queue sorted by their work (the clipped footprint areas of their visibilities, not their "
+        "counts), largest first. Every footprint is clipped to the tile, and the kernel is read through the `rows` "
+        "layout of the kernel stack, so the inner loop along u is unit-stride and vectorised. The central box, the "
+        "(2W+1)^2 tiles around the tile holding the grid centre where the short baselines pile up, would serialise "
+        "on its few tiles: its visibilities are instead split across all threads, each adding into a thread-local "
+        "copy of the box, and the copies are summed into the grid afterwards (Listing 11); it runs alongside the "
+        "outer tiles. Updates are grid += (vis*weight)*C with C conjugated when ww > 0, in single precision with "
+        "grid.serial's operation order; the norm is sum of weight * footprint_sum in double. Tested with the whole "
+        "chain (uvw.w_sort, uvw.bounding_box, tiles.count, tiles.bucket_sort) against an independent "
+        "double-precision Listing 1: relative Frobenius norm below 1e-5, same norm and skipped count, for several "
+        "tile sizes and central boxes, grid edges, w of both signs, a dense core and several blocks. "
+        "The cuda backend (kernel stack built with layouts: gpu) has three designs, chosen by `variant`: nag "
+        "(000 memo 3.2-3.5: a fixed number of blocks per tile, more for the central box, 32 x 2 threads owning "
+        "column strips of 32 x 32 tiles in registers and shared memory, NAG's reordered kernel layout), nvidia "
+        "(001 memo 3-4: 32-thread blocks taking chunks of 32 entries from a global counter, each thread owning a "
+        "column of a 32 x 16 tile in registers, written back when the tile changes, OERC kernel layout), and "
+        "uvflow (a warp owns a 32 x 16 or 32 x 32 tile for a work item of at most entries_per_item entries, so a "
+        "dense tile is split over many warps; footprints at least register_columns wide accumulate in registers, "
+        "each lane owning a tile column; narrower ones go to a shared-memory tile, 32/C rows of C columns at a time, "
+        "so they keep the warp busy; one atomic per touched cell per item). Each "
+        "is tested against the cpu backend on the same buckets: relative Frobenius norm below 1e-5, same norm, "
+        "gridded and skipped counts.",
+    .inputs = {buckets, kernels},
+    .outputs = {grid},
+    .params = {{&Params::variant,
+                {.name = "variant",
+                 .choices = {"uvflow", "nvidia", "nag"},
+                 .doc = "the design (see above); nvidia and nag are the seeds' GPU designs, cuda only"}},
+               {&Params::central_box,
+                {.name = "central_box",
+                 .unit = "tiles",
+                 .min = -1,
+                 .max = 100000,
+                 .doc = "radius W of the central box: the (2W+1)^2 tiles around the tile holding the grid centre are "
+                        "gridded by all threads into thread-local copies (cpu: memory is one box of cells per thread), "
+                        "or by nag_blocks_per_central_tile blocks each (nag); -1: no central box. 2 suits 64 x 64 "
+                        "tiles on SKA-like data (NAG used 6 x 6 tiles)"}},
+               {&Params::entries_per_item,
+                {.name = "entries_per_item",
+                 .unit = "entries",
+                 .min = 1,
+                 .max = 1 << 20,
+                 .doc = "uvflow: the most entries of one tile a warp grids before writing the tile back; smaller "
+                        "splits dense tiles finer, larger writes back less often"}},
+               {&Params::register_columns,
+                {.name = "register_columns",
+                 .unit = "cells",
+                 .min = 1,
+                 .max = 33,
+                 .doc = "uvflow: footprints at least this many columns wide (clipped to the tile) are gridded in "
+                        "registers, narrower ones in shared memory; 33: all in shared memory"}},
+               {&Params::nag_blocks_per_tile,
+                {.name = "nag_blocks_per_tile",
+                 .min = 1,
+                 .max = 1 << 16,
+                 .doc = "nag: thread blocks per tile outside the central box (the memo's 16)"}},
+               {&Params::nag_blocks_per_central_tile,
+                {.name = "nag_blocks_per_central_tile",
+                 .min = 1,
+                 .max = 1 << 20,
+                 .doc = "nag: thread blocks per tile of the central box (the memo's 1000)"}}},
+    .concurrency = Concurrency::serial,
+};
+
+StageSpec spec();
 #ifdef UVFLOW_WITH_CUDA
-std::unique_ptr<Stage> make_grid_tiled_cuda();  // stages/grid/tiled.cu
+std::unique_ptr<Stage> make_cuda();  // stages/grid/tiled.cu
 #endif
 
-}  // namespace uvflow
+}  // namespace uvflow::grid_tiled

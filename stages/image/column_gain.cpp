@@ -7,10 +7,9 @@
 
 #include "runtime/error.hpp"
 #include "runtime/payloads/image.hpp"
-#include "stages/io/read_fits.hpp"
+#include "stages/shared/fits_image.hpp"
 
-namespace uvflow {
-namespace column_gain {
+namespace uvflow::image_column_gain {
 
 namespace {
 std::string shape(const std::vector<long>& ax) {
@@ -21,13 +20,13 @@ std::string shape(const std::vector<long>& ax) {
 }  // namespace
 
 void Gains::configure(const Params& p) {
-  source_ = p.string("source");
-  if (source_ == "file" && !p.has("path")) throw ParamError("path", "source: file needs a FITS file of gains");
-  if (source_ != "file" && p.has("path")) throw ParamError("path", "is read only with source: file");
-  if (source_ == "flat" && p.number("slope") != 0) throw ParamError("slope", "is used only with source: linear");
-  if (p.has("path")) path_ = p.string("path");
-  gain_ = p.number("gain");
-  slope_ = p.number("slope");
+  source_ = p.source;
+  if (source_ == "file" && !p.path) throw ParamError("path", "source: file needs a FITS file of gains");
+  if (source_ != "file" && p.path) throw ParamError("path", "is read only with source: file");
+  if (source_ == "flat" && p.slope != 0) throw ParamError("slope", "is used only with source: linear");
+  if (p.path) path_ = *p.path;
+  gain_ = p.gain;
+  slope_ = p.slope;
 }
 
 void Gains::load() {
@@ -62,22 +61,20 @@ std::vector<float> Gains::of_frame(int nx, std::int64_t index) const {
   return g;
 }
 
-}  // namespace column_gain
-
 namespace {
 
-class ColumnGain : public Stage {
+class ColumnGain : public DeclaredStage<decl> {
  public:
-  void configure(const Params& p) override { gains_.configure(p); }
+  void check(const Params& p) override { gains_.configure(p); }
 
   void prepare(PrepareContext& pc) override {
-    pinned_ = pc.pinned("frame");
+    pinned_ = pc.pinned(out_frame.name);
     gains_.load();
   }
 
   void process(Context& ctx) override {
-    auto in = ctx.in<Image>("frame");
-    column_gain::check_frame(*in);
+    auto in = ctx.in(in_frame);
+    check_frame(*in);
     const int nx = in->nx;
     const std::vector<float> gains = gains_.of_frame(nx, in->index);
     const float* g = gains.data();
@@ -92,46 +89,16 @@ class ColumnGain : public Stage {
         for (int x = 0; x < nx; ++x) b[x] = a[x] * g[x];
       }
     });
-    ctx.emit("frame", out);
+    ctx.emit(out_frame, out);
   }
 
  private:
-  column_gain::Gains gains_;
+  Gains gains_;
   bool pinned_ = false;
 };
 
 }  // namespace
 
-StageSpec column_gain_spec() {
-  StageSpec s;
-  s.type = "image.column_gain";
-  s.summary = "multiply every column of a frame by its gain (StrayLight Listing 3.6)";
-  s.doc =
-      "out[y][x] = in[y][x] * gain[x]: the per-column correction the StrayLight report applies to each frame "
-      "before the PSF convolution (Listing 3.6, correction_direct_peak). The listing's operator was lost when "
-      "the report was converted to text. It is read as a product: it stood alone on its own line, as did the "
-      "'*' that the same conversion dropped from Listing 4.9 (line 33, between the image and kernel texture "
-      "fetches), and a per-column factor applied to a detector frame is a gain (flat field). The conversion "
-      "also dropped some '-' (Listing 4.2 line 16), so the text alone cannot exclude an offset; a correction "
-      "that divides is this stage with reciprocal gains. Gains come from a FITS file "
-      "(1-D, or a 1 x W image) or from a flat or linear model; a gain vector whose length differs from the "
-      "frame width is an input error naming the frame and the file. The cuda backend applies the same float "
-      "products to device-resident frames (the gains uploaded once per frame width) and is tested against the "
-      "cpu backend.";
-  s.inputs = {{"frame", "Image", Arity::stream, Residency::backend, "frames to correct"}};
-  s.outputs = {{"frame", "Image", Arity::stream, Residency::backend, "corrected frames, same size and index"}};
-  s.params = {
-      {"source", ParamType::choice, std::string("flat"), false, "", {}, {}, {"file", "flat", "linear"}, {},
-       "where the gains come from"},
-      {"path", ParamType::path, {}, true, "", {}, {}, {}, {}, "source file: FITS gains, 1-D or 1 x W"},
-      {"gain", ParamType::number, 1.0, false, "", -1e30, 1e30, {}, {},
-       "flat: every column's gain; linear: the gain at the centre column"},
-      {"slope", ParamType::number, 0.0, false, "1/pixel", -1e30, 1e30, {}, {},
-       "linear: gain[x] = gain + slope * (x - (W - 1) / 2)"}};
-  s.backends = {{"cpu", [] { return std::make_unique<ColumnGain>(); }}};
-  s.backends.push_back(UVFLOW_CUDA_BACKEND(make_column_gain_cuda));
-  s.concurrency = Concurrency::parallel;
-  return s;
-}
+StageSpec spec() { return decl.spec({cpu_backend<ColumnGain>(), UVFLOW_CUDA_BACKEND(make_cuda)}); }
 
-}  // namespace uvflow
+}  // namespace uvflow::image_column_gain

@@ -1,5 +1,5 @@
 // image.column_gain, cuda backend: the cpu backend's float products on device-resident frames. The
-// gains (column_gain::Gains, as on the cpu) are uploaded once per frame width and kept.
+// gains (Gains, as on the cpu) are uploaded once per frame width and kept.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -9,7 +9,7 @@
 #include "runtime/payloads/image.hpp"
 #include "stages/image/column_gain.hpp"
 
-namespace uvflow {
+namespace uvflow::image_column_gain {
 namespace {
 
 constexpr int kThreads = 256;
@@ -22,14 +22,14 @@ __global__ void apply_gains(const float* __restrict__ in, const float* __restric
       out[std::size_t(y) * nx + x] = in[std::size_t(y) * nx + x] * gains[x];
 }
 
-class ColumnGainCuda : public Stage {
+class ColumnGainCuda : public DeclaredStage<decl> {
  public:
-  void configure(const Params& p) override { gains_.configure(p); }
+  void check(const Params& p) override { gains_.configure(p); }
   void prepare(PrepareContext&) override { gains_.load(); }
 
   void process(Context& ctx) override {
-    auto in = ctx.in<Image>("frame");
-    column_gain::check_frame(*in);
+    auto in = ctx.in(in_frame);
+    check_frame(*in);
     check_on_device(in->pixels, "image.column_gain (cuda): frame " + std::to_string(in->index));
     const device::Stream& stream = ctx.stream();
     auto out = std::make_shared<Image>(*in);
@@ -50,11 +50,11 @@ class ColumnGainCuda : public Stage {
         in->pixels.data(), device_gains_.data(), out->pixels.data(), in->nx, in->ny);
     device::check_launch("image.column_gain: apply_gains");
     device_gains_.storage()->set_last_writer(stream.record());  // freed after the last frame read them
-    ctx.emit("frame", out);
+    ctx.emit(out_frame, out);
   }
 
  private:
-  column_gain::Gains gains_;
+  Gains gains_;
   std::mutex m_;
   int width_ = -1;
   Array<float> device_gains_;
@@ -62,6 +62,6 @@ class ColumnGainCuda : public Stage {
 
 }  // namespace
 
-std::unique_ptr<Stage> make_column_gain_cuda() { return std::make_unique<ColumnGainCuda>(); }
+std::unique_ptr<Stage> make_cuda() { return std::make_unique<ColumnGainCuda>(); }
 
-}  // namespace uvflow
+}  // namespace uvflow::image_column_gain

@@ -1,21 +1,21 @@
 // image.grid_correct, cuda backend: the correction factors are evaluated on the device (the same
-// host/device function as the cpu backend, stages/kernels/spheroidal.hpp), then applied.
+// host/device function as the cpu backend, stages/shared/spheroidal.hpp), then applied.
 #include <cuda_runtime.h>
 
 #include "runtime/cuda_check.hpp"
 #include "stages/image/grid_correct.hpp"
-#include "stages/kernels/spheroidal.hpp"
+#include "stages/shared/spheroidal.hpp"
 
-namespace uvflow {
+namespace uvflow::image_grid_correct {
 namespace {
 
 // Table::kernel reads plane 0's support and its quarter row 0 from the device.
-__global__ void correction_factors(double* corr, int n, int grid_size, int oversample, grid_correct::Table table,
+__global__ void correction_factors(double* corr, int n, int grid_size, int oversample, Table table,
                                    const std::int32_t* support, const cfloat* quarter) {
   const int off = (grid_size - n) / 2;
   const int support0 = support ? support[0] : 0;
   for (int x = blockIdx.x * blockDim.x + threadIdx.x; x < n; x += gridDim.x * blockDim.x)
-    corr[x] = grid_correct::factor(table, x + off, grid_size, oversample, support0,
+    corr[x] = factor(table, x + off, grid_size, oversample, support0,
                                    reinterpret_cast<const float*>(quarter));
 }
 
@@ -25,20 +25,20 @@ __global__ void apply(const float* in, const double* corr, float* out, int n) {
     out[i] = float(in[i] * (corr[i / n] * corr[i % n]));
 }
 
-class GridCorrectCuda : public Stage {
+class GridCorrectCuda : public DeclaredStage<decl> {
  public:
-  void configure(const Params& p) override { table_ = grid_correct::table(p); }
+  void check(const Params& p) override { table_ = table(p.table_correction); }
 
   void process(Context& ctx) override {
-    auto in = ctx.in<Image>("image");
-    auto ks = ctx.in<KernelStack>("kernels");
-    grid_correct::check(*in, *ks, Location::device, table_);
+    auto in = ctx.in(in_image);
+    auto ks = ctx.in(kernels);
+    check_inputs(*in, *ks, Location::device, table_);
     const int n = ks->geom.image_size;
     const device::Stream& stream = ctx.stream();
     auto s = static_cast<cudaStream_t>(stream.native());
     auto corr = Array<double>::device(n, stream);
-    const bool kernel = table_ == grid_correct::Table::kernel;
-    if (kernel) grid_correct::warn_if_beyond_horizon(ks->geom);
+    const bool kernel = table_ == Table::kernel;
+    if (kernel) warn_if_beyond_horizon(ks->geom);
     correction_factors<<<(n + 255) / 256, 256, 0, s>>>(corr.data(), n, ks->geom.grid_size, ks->oversample, table_,
                                                       kernel ? ks->support.data() : nullptr,
                                                       kernel ? ks->quarter.data() : nullptr);
@@ -49,15 +49,15 @@ class GridCorrectCuda : public Stage {
         in->pixels.data(), corr.data(), out->pixels.data(), n);
     device::check_launch("image.grid_correct: apply");
     corr.storage()->set_last_writer(stream.record());  // released after `apply` has read it
-    ctx.emit("image", out);
+    ctx.emit(out_image, out);
   }
 
  private:
-  grid_correct::Table table_ = grid_correct::Table::kernel;
+  Table table_ = Table::kernel;
 };
 
 }  // namespace
 
-std::unique_ptr<Stage> make_grid_correct_cuda() { return std::make_unique<GridCorrectCuda>(); }
+std::unique_ptr<Stage> make_cuda() { return std::make_unique<GridCorrectCuda>(); }
 
-}  // namespace uvflow
+}  // namespace uvflow::image_grid_correct

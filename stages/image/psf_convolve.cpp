@@ -15,11 +15,10 @@
 #include <vector>
 
 #include "runtime/error.hpp"
-#include "stages/fft/fftw.hpp"
 #include "stages/image/psf.hpp"
+#include "stages/shared/fftw.hpp"
 
-namespace uvflow {
-namespace psf_convolve {
+namespace uvflow::image_psf_convolve {
 
 namespace {
 std::string size_text(int nx, int ny) { return std::to_string(nx) + " x " + std::to_string(ny); }
@@ -30,7 +29,7 @@ void StreamCheck::check(const Image& frame, std::int64_t item, const Image& psf)
     throw InputError("frame " + std::to_string(item) + " has " + std::to_string(frame.pixels.size()) +
                      " pixels, not nx * ny = " + size_text(frame.nx, frame.ny));
   if (first_ < 0) {
-    psf::validate(psf, "input 'psf'");
+    image_psf::validate(psf, "input 'psf'");
     if (psf.nx > frame.nx || psf.ny > frame.ny)
       throw InputError("the PSF (" + size_text(psf.nx, psf.ny) + " pixels, width x height) is larger than frame " +
                        std::to_string(item) + " (" + size_text(frame.nx, frame.ny) +
@@ -101,11 +100,7 @@ Method pick(const std::string& method, const std::string& backend, const std::st
   return m;
 }
 
-}  // namespace psf_convolve
-
 namespace {
-
-using psf_convolve::Method;
 
 // dst[x] = src[(start + x) mod n] for x < count: a periodic row as contiguous copies, no modulo
 // per element.
@@ -224,8 +219,8 @@ class Fft : public Convolver {
 
  public:
   Fft(int nx, int ny, const Image& psf, const std::string& wisdom)
-      : nx_(nx), ny_(ny), kx_(psf.nx), ky_(psf.ny), px_(psf_convolve::fft_size(nx, psf.nx)),
-        py_(psf_convolve::fft_size(ny, psf.ny)), half_(px_ / 2 + 1),
+      : nx_(nx), ny_(ny), kx_(psf.nx), ky_(psf.ny), px_(fft_size(nx, psf.nx)),
+        py_(fft_size(ny, psf.ny)), half_(px_ / 2 + 1),
         blocks_((half_ + kBlock - 1) / kBlock), block_size_(std::size_t(py_) * kBlock),
         grid_(fftw::alloc(blocks_ * block_size_)), spec_(fftw::alloc(blocks_ * block_size_)),
         scratch_([this] { return Scratch(half_, blocks_ * kBlock); }) {
@@ -329,92 +324,47 @@ class Fft : public Convolver {
   fftw::Plan row_fwd_, row_inv_, col_fwd_, col_inv_;
 };
 
-class PsfConvolveCpu : public Stage {
+class PsfConvolveCpu : public DeclaredStage<decl> {
  public:
-  void configure(const Params& p) override {
-    method_ = p.string("method");
-    wisdom_ = p.string("wisdom");
+  void check(const Params& p) override {
+    method_ = p.method;
+    wisdom_ = p.wisdom.string();
   }
 
-  void prepare(PrepareContext& pc) override { pinned_ = pc.pinned("frame"); }
+  void prepare(PrepareContext& pc) override { pinned_ = pc.pinned(out_frame.name); }
 
   void process(Context& ctx) override {
-    auto frame = ctx.in<Image>("frame");
-    auto psf = ctx.in<Image>("psf");
-    check_.check(*frame, ctx.item(), *psf);
+    auto in = ctx.in(in_frame);
+    auto kernel = ctx.in(psf);
+    check_.check(*in, ctx.item(), *kernel);
     if (!conv_) {
-      if (psf_convolve::pick(method_, "cpu", ctx.stage_id(), frame->nx, frame->ny, psf->nx, psf->ny) ==
-          Method::direct)
-        conv_ = std::make_unique<Direct>(frame->nx, frame->ny, *psf);
+      if (pick(method_, "cpu", ctx.stage_id(), in->nx, in->ny, kernel->nx, kernel->ny) == Method::direct)
+        conv_ = std::make_unique<Direct>(in->nx, in->ny, *kernel);
       else
-        conv_ = std::make_unique<Fft>(frame->nx, frame->ny, *psf, wisdom_);
+        conv_ = std::make_unique<Fft>(in->nx, in->ny, *kernel, wisdom_);
     }
-    auto out = std::make_shared<Image>(*frame);  // the frame's index, size and any WCS
-    out->pixels = Array<float>::host(frame->pixels.size(), pinned_);
-    if (const int row = conv_->run(frame->pixels.data(), out->pixels.data()); row >= 0) {
-      const float* p = frame->pixels.data() + std::size_t(row) * frame->nx;
-      const int x = int(std::find_if(p, p + frame->nx, [](float v) { return !std::isfinite(v); }) - p);
-      psf_convolve::throw_non_finite(ctx.item(), x, row, std::isnan(p[x]));
+    auto out = std::make_shared<Image>(*in);  // the frame's index, size and any WCS
+    out->pixels = Array<float>::host(in->pixels.size(), pinned_);
+    if (const int row = conv_->run(in->pixels.data(), out->pixels.data()); row >= 0) {
+      const float* p = in->pixels.data() + std::size_t(row) * in->nx;
+      const int x = int(std::find_if(p, p + in->nx, [](float v) { return !std::isfinite(v); }) - p);
+      throw_non_finite(ctx.item(), x, row, std::isnan(p[x]));
     }
     Work w;
-    w.updates = double(frame->nx) * frame->ny * psf->nx * psf->ny;
+    w.updates = double(in->nx) * in->ny * kernel->nx * kernel->ny;
     ctx.add_work(w);
-    ctx.emit("frame", out);
+    ctx.emit(out_frame, out);
   }
 
  private:
   std::string method_, wisdom_;
   bool pinned_ = false;
-  psf_convolve::StreamCheck check_;
+  StreamCheck check_;
   std::unique_ptr<Convolver> conv_;
 };
 
 }  // namespace
 
-StageSpec psf_convolve_spec() {
-  StageSpec s;
-  s.type = "image.psf_convolve";
-  s.summary = "convolve frames with the stray-light PSF, IDL EDGE_WRAP semantics (StrayLight Listing 4.1)";
-  s.doc =
-      "out[(i + kY/2) mod H][(j + kX/2) mod W] = sum over k < kY, l < kX of in[(i+k) mod H][(j+l) mod W] * "
-      "psf[k][l]: the frame wraps around at every edge, and the PSF's pixel (kX/2, kY/2) maps a frame pixel onto "
-      "itself. Any PSF size up to the frame's, odd or even; float in and out. method direct follows the loop "
-      "order of the report's Listing 4.7 (PSF rows outside, contiguous x loops inside) with each row widened "
-      "by its periodic continuation instead of a modulo per pixel, 64 columns in AVX registers and oneTBB "
-      "over output rows. method fft extends the frame periodically by the PSF size minus one to a length that "
-      "FFTW transforms fast (a multiple of 8 with prime factors 2, 3, 5, 7; 5271 x 813 has the primes 251 and "
-      "271), correlates there with FFTW real-to-complex transforms done as fused row and column passes on "
-      "oneTBB, and keeps the rows and columns that equal the circular result; the PSF spectrum is made once per "
-      "stream. Its plans are measured on the first frame (about a second per size) and kept in the wisdom "
-      "file, so later runs start at once. method auto picks the cheaper by a cost model calibrated on the "
-      "2-core benchmark machine: direct for small PSFs, fft from about 14 x 14 on 5271 x 813 frames (fft then "
-      "costs about the same for any PSF size). Every method matches a double-precision Listing 4.1 to a "
-      "relative Frobenius error below 1e-5 (about 1e-7 to 5e-7 in practice). A PSF larger than the frame, with "
-      "a NaN or infinite pixel or all zero, a frame of another size than the stream's first, and a frame "
-      "with a NaN or infinite pixel (the methods would spread it differently) are input errors. The run table's updates count W * H * kX * kY multiply-adds per frame whatever the method, so "
-      "its rate compares methods directly. The cuda backend keeps frames on the device: method direct stages "
-      "32 x 64 output tiles of the frame, with their wrapped halo, and 8 x 32 pieces of the PSF through shared "
-      "memory, each thread keeping 8 outputs in registers; method fft wrap-pads on the device to the cpu fft's "
-      "size and correlates with cuFFT R2C/C2R, the PSF spectrum made on the device once per stream; method auto "
-      "picks by the same rule with the device's costs (direct up to about 25 x 25 on 5271 x 813 frames). It is "
-      "tested against the same double-precision Listing 4.1 and raises the same input errors, except that a "
-      "non-finite frame pixel, found by the kernels that read the frame, is raised once that frame's work has "
-      "completed (at a later frame or the end of the stream) rather than before it is emitted; the run fails "
-      "all the same and writes nothing.";
-  s.inputs = {{"frame", "Image", Arity::stream, Residency::backend, "frames, one size per stream"},
-              {"psf", "Image", Arity::once, Residency::host,
-               "the PSF, no larger than a frame (checked on the host; the cuda backend uploads it once)"}};
-  s.outputs = {{"frame", "Image", Arity::stream, Residency::backend, "convolved frames, same size and index"}};
-  s.params = {{"method", ParamType::choice, std::string("auto"), false, "", {}, {}, {"direct", "fft", "auto"}, {},
-               "direct (small PSFs), fft (large PSFs) or auto (chosen per stream from the frame and PSF sizes)"},
-              {"wisdom", ParamType::path, std::string(".cache/uvflow/fftwf.wisdom"), false, "", {}, {}, {}, {},
-               "fft (cpu): FFTW wisdom file, so that only the first run measures its plans; \"\" disables it"}};
-  s.backends = {{"cpu", [] { return std::make_unique<PsfConvolveCpu>(); }}};
-  s.backends.push_back(UVFLOW_CUDA_BACKEND(make_psf_convolve_cuda));
-  // One frame at a time, each spread over every core: the frame stays in the shared cache (the
-  // report's section 3.5) and the scratch grids and PSF spectrum are allocated once.
-  s.concurrency = Concurrency::serial;
-  return s;
-}
+StageSpec spec() { return decl.spec({cpu_backend<PsfConvolveCpu>(), UVFLOW_CUDA_BACKEND(make_cuda)}); }
 
-}  // namespace uvflow
+}  // namespace uvflow::image_psf_convolve

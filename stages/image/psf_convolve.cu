@@ -1,6 +1,6 @@
 // image.psf_convolve, cuda backend: Listing 4.1 on device-resident frames, by the methods of the
-// cpu backend (stages/image/psf_convolve.cpp), with the same input checks (psf_convolve::StreamCheck)
-// and method sizes (psf_convolve::fft_size, choose_cuda).
+// cpu backend (stages/image/psf_convolve.cpp), with the same input checks (StreamCheck)
+// and method sizes (fft_size, choose_cuda).
 //
 // direct: each block makes a 32 x 64 tile of the output. The PSF is taken in pieces of 8 rows x 32
 // columns; for each piece the block stages the piece and the frame tile it reads (71 x 63 pixels:
@@ -10,7 +10,7 @@
 // piece's sum is added to the output's total once, so rounding grows with the number of pieces
 // (about kX kY / 256), not with kX kY.
 //
-// fft: the frame wrap-padded to psf_convolve::fft_size on the device, cuFFT R2C, the product with
+// fft: the frame wrap-padded to fft_size on the device, cuFFT R2C, the product with
 // the PSF spectrum (conjugated for a correlation, scaled by 1 / (Px Py), made on the device once
 // per stream), C2R, and the top-left H x W corner kept: the cpu fft's algorithm, so both agree on
 // which pixels equal Listing 4.1's.
@@ -33,10 +33,8 @@
 #include "runtime/cufft_plan.hpp"
 #include "stages/image/psf_convolve.hpp"
 
-namespace uvflow {
+namespace uvflow::image_psf_convolve {
 namespace {
-
-using psf_convolve::Method;
 
 void check(cudaError_t e, const char* what) { device::check(e, "image.psf_convolve (cuda)", what); }
 
@@ -235,8 +233,8 @@ class Direct : public DeviceConvolver {
 class Fft : public DeviceConvolver {
  public:
   Fft(int nx, int ny, const Image& psf, const device::Stream& s)
-      : nx_(nx), ny_(ny), kx_(psf.nx), ky_(psf.ny), px_(psf_convolve::fft_size(nx, psf.nx)),
-        py_(psf_convolve::fft_size(ny, psf.ny)), points_(std::int64_t(py_) * (px_ / 2 + 1)) {
+      : nx_(nx), ny_(ny), kx_(psf.nx), ky_(psf.ny), px_(fft_size(nx, psf.nx)),
+        py_(fft_size(ny, psf.ny)), points_(std::int64_t(py_) * (px_ / 2 + 1)) {
     std::size_t fwd_bytes = 0, inv_bytes = 0;
     check_cufft(cufftMakePlan2d(fwd_.get(), py_, px_, CUFFT_R2C, &fwd_bytes), "cufftMakePlan2d (R2C)");
     check_cufft(cufftMakePlan2d(inv_.get(), py_, px_, CUFFT_C2R, &inv_bytes), "cufftMakePlan2d (C2R)");
@@ -363,7 +361,7 @@ class NonFiniteCheck {
     const unsigned long long key = host_[std::size_t(f.slot)];
     if (key != kNoBadPixel) {
       const unsigned long long pixel = key / 2;
-      psf_convolve::throw_non_finite(f.item, int(pixel % unsigned(f.nx)), int(pixel / unsigned(f.nx)), (key & 1) == 0);
+      throw_non_finite(f.item, int(pixel % unsigned(f.nx)), int(pixel / unsigned(f.nx)), (key & 1) == 0);
     }
     return true;
   }
@@ -376,36 +374,39 @@ class NonFiniteCheck {
 
 // ---------------------------------------------------------------- the stage
 
-class PsfConvolveCuda : public Stage {
+class PsfConvolveCuda : public DeclaredStage<decl> {
  public:
-  void configure(const Params& p) override { method_ = p.string("method"); }
+  void check(const Params& p) override { method_ = p.method; }
 
   void process(Context& ctx) override {
-    auto frame = ctx.in<Image>("frame");
-    auto psf = ctx.in<Image>("psf");
-    check_.check(*frame, ctx.item(), *psf);
-    check_on_device(frame->pixels, "image.psf_convolve (cuda): frame " + std::to_string(ctx.item()));
+    auto in = ctx.in(in_frame);
+    auto kernel = ctx.in(psf);
+    check_.check(*in, ctx.item(), *kernel);
+    check_on_device(in->pixels, "image.psf_convolve (cuda): frame " + std::to_string(ctx.item()));
     nonfinite_.poll(false);  // earlier frames whose check has landed
     const device::Stream& stream = ctx.stream();
+    Work w;
     if (!conv_) {
-      if (psf_convolve::pick(method_, "cuda", ctx.stage_id(), frame->nx, frame->ny, psf->nx, psf->ny) == Method::direct)
-        conv_ = std::make_unique<Direct>(frame->nx, frame->ny, *psf, stream);
+      if (pick(method_, "cuda", ctx.stage_id(), in->nx, in->ny, kernel->nx, kernel->ny) == Method::direct)
+        conv_ = std::make_unique<Direct>(in->nx, in->ny, *kernel, stream);
       else
-        conv_ = std::make_unique<Fft>(frame->nx, frame->ny, *psf, stream);
+        conv_ = std::make_unique<Fft>(in->nx, in->ny, *kernel, stream);
+      // The PSF port is host-resident (it is checked on the host), so the planner moves nothing:
+      // the upload above is this stage's own, once per stream, and counted here for the report.
+      w.bytes_h2d = double(kernel->pixels.bytes());
     }
     auto out = std::make_shared<Image>();
-    out->index = frame->index;
-    out->nx = frame->nx;
-    out->ny = frame->ny;
-    out->wcs = frame->wcs;
-    out->pixels = Array<float>::device(frame->pixels.size(), stream);
-    unsigned long long* bad = nonfinite_.begin(ctx.item(), frame->nx, stream);
-    conv_->run(frame->pixels.data(), out->pixels.data(), bad, stream);
+    out->index = in->index;
+    out->nx = in->nx;
+    out->ny = in->ny;
+    out->wcs = in->wcs;
+    out->pixels = Array<float>::device(in->pixels.size(), stream);
+    unsigned long long* bad = nonfinite_.begin(ctx.item(), in->nx, stream);
+    conv_->run(in->pixels.data(), out->pixels.data(), bad, stream);
     conv_->used_until(nonfinite_.end(stream));
-    Work w;
-    w.updates = double(frame->nx) * frame->ny * psf->nx * psf->ny;
+    w.updates = double(in->nx) * in->ny * kernel->nx * kernel->ny;
     ctx.add_work(w);
-    ctx.emit("frame", out);
+    ctx.emit(out_frame, out);
   }
 
   // The last frames' checks: the run fails here if one of them had a non-finite pixel.
@@ -413,13 +414,13 @@ class PsfConvolveCuda : public Stage {
 
  private:
   std::string method_;
-  psf_convolve::StreamCheck check_;
+  StreamCheck check_;
   NonFiniteCheck nonfinite_;
   std::unique_ptr<DeviceConvolver> conv_;
 };
 
 }  // namespace
 
-std::unique_ptr<Stage> make_psf_convolve_cuda() { return std::make_unique<PsfConvolveCuda>(); }
+std::unique_ptr<Stage> make_cuda() { return std::make_unique<PsfConvolveCuda>(); }
 
-}  // namespace uvflow
+}  // namespace uvflow::image_psf_convolve

@@ -3,22 +3,6 @@
 //
 //   out[(i + kY/2) mod H][(j + kX/2) mod W] = sum_{k < kY, l < kX} in[(i+k) mod H][(j+l) mod W] * psf[k][l]
 //
-//   in   frame  Image, stream, backend residency: H rows of W pixels, float; one size per stream
-//   in   psf    Image, once, host: kY rows of kX pixels, any size up to the frame's (checked on the
-//               host where it was made; the cuda backend uploads it once per stream)
-//   out  frame  Image, stream, backend residency: same size and index as the input frame
-//   params
-//     method  direct | fft | auto (default auto: the cheaper of the two by a cost model per backend)
-//     wisdom  FFTW wisdom file (default .cache/uvflow/fftwf.wisdom; "" disables it; cpu only)
-//   backends: cpu   direct: Listing 4.7's loop order (output row, PSF row, x, PSF column),
-//                   register-blocked and vectorised, oneTBB over output rows;
-//                   fft: FFTW r2c/c2r on the frame wrap-padded to a 7-smooth size, as fused
-//                   1-D passes on oneTBB, the PSF spectrum made once per stream
-//             cuda  (stages/image/psf_convolve.cu) direct: 32 x 64 output tiles, the frame tile
-//                   with its halo and 8 x 32 PSF pieces staged through shared memory, 8 outputs
-//                   per thread in registers; fft: cuFFT R2C/C2R on the same wrap-padded size as
-//                   the cpu fft, the PSF spectrum made on the device once per stream
-//
 // The cpu backend is the reference other backends are tested against. Input errors (PSF larger
 // than the frame, NaN, infinite or all-zero PSF, a frame of another size than the stream's first,
 // a NaN or infinite frame pixel) are detected on the frame where they appear; the cpu backend
@@ -30,24 +14,81 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <string>
 
 #include "runtime/payloads/image.hpp"
-#include "runtime/stage.hpp"
+#include "runtime/stage_decl.hpp"
 
-namespace uvflow {
+namespace uvflow::image_psf_convolve {
 
-StageSpec psf_convolve_spec();
+inline constexpr In<Image> in_frame{.name = "frame", .doc = "frames, one size per stream"};
+inline constexpr In<Image> psf{
+    .name = "psf",
+    .arity = Arity::once,
+    .residency = Residency::host,
+    .doc = "the PSF, no larger than a frame (checked on the host; the cuda backend uploads it once)"};
+inline constexpr Out<Image> out_frame{.name = "frame", .doc = "convolved frames, same size and index"};
 
+struct Params {
+  std::string method = "auto";
+  std::filesystem::path wisdom = ".cache/uvflow/fftwf.wisdom";
+};
+
+inline const StageDecl<Params> decl{
+    .type = "image.psf_convolve",
+    .summary = "convolve frames with the stray-light PSF, IDL EDGE_WRAP semantics (StrayLight Listing 4.1)",
+    .doc =
+        "out[(i + kY/2) mod H][(j + kX/2) mod W] = sum over k < kY, l < kX of in[(i+k) mod H][(j+l) mod W] * "
+        "psf[k][l]: the frame wraps around at every edge, and the PSF's pixel (kX/2, kY/2) maps a frame pixel onto "
+        "itself. Any PSF size up to the frame's, odd or even; float in and out. method direct follows the loop "
+        "order of the report's Listing 4.7 (PSF rows outside, contiguous x loops inside) with each row widened "
+        "by its periodic continuation instead of a modulo per pixel, 64 columns in AVX registers and oneTBB "
+        "over output rows. method fft extends the frame periodically by the PSF size minus one to a length that "
+        "FFTW transforms fast (a multiple of 8 with prime factors 2, 3, 5, 7; 5271 x 813 has the primes 251 and "
+        "271), correlates there with FFTW real-to-complex transforms done as fused row and column passes on "
+        "oneTBB, and keeps the rows and columns that equal the circular result; the PSF spectrum is made once per "
+        "stream. Its plans are measured on the first frame (about a second per size) and kept in the wisdom "
+        "file, so later runs start at once. method auto picks the cheaper by a cost model calibrated on the "
+        "2-core benchmark machine: direct for small PSFs, fft from about 14 x 14 on 5271 x 813 frames (fft then "
+        "costs about the same for any PSF size). Every method matches a double-precision Listing 4.1 to a "
+        "relative Frobenius error below 1e-5 (about 1e-7 to 5e-7 in practice). A PSF larger than the frame, with "
+        "a NaN or infinite pixel or all zero, a frame of another size than the stream's first, and a frame "
+        "with a NaN or infinite pixel (the methods would spread it differently) are input errors. The run table's "
+        "updates count W * H * kX * kY multiply-adds per frame whatever the method, so "
+        "its rate compares methods directly. The cuda backend keeps frames on the device: method direct stages "
+        "32 x 64 output tiles of the frame, with their wrapped halo, and 8 x 32 pieces of the PSF through shared "
+        "memory, each thread keeping 8 outputs in registers; method fft wrap-pads on the device to the cpu fft's "
+        "size and correlates with cuFFT R2C/C2R, the PSF spectrum made on the device once per stream; method auto "
+        "picks by the same rule with the device's costs (direct up to about 25 x 25 on 5271 x 813 frames). It is "
+        "tested against the same double-precision Listing 4.1 and raises the same input errors, except that a "
+        "non-finite frame pixel, found by the kernels that read the frame, is raised once that frame's work has "
+        "completed (at a later frame or the end of the stream) rather than before it is emitted; the run fails "
+        "all the same and writes nothing.",
+    .inputs = {in_frame, psf},
+    .outputs = {out_frame},
+    .params = {{&Params::method,
+                {.name = "method",
+                 .choices = {"direct", "fft", "auto"},
+                 .doc = "direct (small PSFs), fft (large PSFs) or auto (chosen per stream from the frame and PSF "
+                        "sizes)"}},
+               {&Params::wisdom,
+                {.name = "wisdom",
+                 .doc = "fft (cpu): FFTW wisdom file, so that only the first run measures its plans; \"\" disables "
+                        "it"}}},
+    // One frame at a time, each spread over every core: the frame stays in the shared cache (the
+    // report's section 3.5) and the scratch grids and PSF spectrum are allocated once.
+    .concurrency = Concurrency::serial,
+};
+
+StageSpec spec();
 #ifdef UVFLOW_WITH_CUDA
-std::unique_ptr<Stage> make_psf_convolve_cuda();  // stages/image/psf_convolve.cu
+std::unique_ptr<Stage> make_cuda();  // stages/image/psf_convolve.cu
 #endif
 
 // Shared by the backends, so that every backend accepts and rejects the same inputs with the same
 // messages and picks methods by the same sizes.
-namespace psf_convolve {
-
 enum class Method { direct, fft };
 
 // Checks one stream: the PSF once (finite, not all zero, fits in the frame), then every frame
@@ -81,5 +122,4 @@ Method choose_cuda(int nx, int ny, int kx, int ky);
 Method pick(const std::string& method, const std::string& backend, const std::string& stage_id, int nx, int ny,
             int kx, int ky);
 
-}  // namespace psf_convolve
-}  // namespace uvflow
+}  // namespace uvflow::image_psf_convolve

@@ -1,99 +1,15 @@
 #include "stages/io/read_fits.hpp"
 
-#include <fitsio.h>
 #include <glob.h>
 
 #include <algorithm>
-#include <cmath>
+#include <memory>
+#include <string>
 
 #include "runtime/error.hpp"
-#include "runtime/payloads/image.hpp"
+#include "stages/shared/fits_image.hpp"
 
-namespace uvflow {
-namespace fits {
-
-std::string cfitsio_text(int status) {
-  char msg[FLEN_STATUS] = "";
-  fits_get_errstatus(status, msg);
-  fits_clear_errmsg();  // cfitsio keeps a message stack per thread; nothing else reads it
-  return msg;
-}
-
-namespace {
-
-const char* hdu_kind(int type) {
-  return type == ASCII_TBL ? "an ASCII table" : type == BINARY_TBL ? "a binary table" : "not an image";
-}
-
-}  // namespace
-
-struct ImageFile::Handle {
-  fitsfile* f;
-  ~Handle() {
-    int status = 0;
-    fits_close_file(f, &status);
-  }
-};
-
-ImageFile::~ImageFile() = default;
-
-ImageFile::ImageFile(const std::string& file, int hdu) : file_(file), hdu_(hdu) {
-  int status = 0;
-  fitsfile* raw = nullptr;
-  // The disk-file call takes the name literally: no cfitsio extended syntax ("[1]", "+2", ...).
-  if (fits_open_diskfile(&raw, file.c_str(), READONLY, &status))
-    throw InputError("file " + file + ": cannot open as FITS (" + cfitsio_text(status) + ")");
-  f_ = std::make_unique<Handle>(raw);
-  int nhdu = 0, naxis = 0;
-  if (fits_get_num_hdus(raw, &nhdu, &status) || fits_get_img_dim(raw, &naxis, &status))
-    fail(status, "cannot read the primary header");
-  // An empty primary array with the image in the first extension is common (compressed images).
-  if (hdu_ == 0) hdu_ = naxis == 0 && nhdu > 1 ? 2 : 1;
-  if (hdu_ > nhdu)
-    throw InputError("file " + file + " has no HDU " + std::to_string(hdu_) + " (it has " + std::to_string(nhdu) + ")");
-  int type = 0;
-  if (fits_movabs_hdu(raw, hdu_, &type, &status)) fail(status, "cannot read the header");
-  // Tile-compressed images are stored as binary tables but cfitsio reports them as IMAGE_HDU.
-  if (type != IMAGE_HDU) throw InputError(where() + ": is " + hdu_kind(type) + ", not an image");
-  if (fits_get_img_dim(raw, &naxis, &status)) fail(status, "cannot read NAXIS");
-  if (naxis == 0) throw InputError(where() + ": holds no image (NAXIS = 0)");
-  axes_.assign(naxis, 0);
-  if (fits_get_img_size(raw, naxis, axes_.data(), &status)) fail(status, "cannot read the NAXISn keywords");
-}
-
-void ImageFile::fail(int status, const std::string& what) const {
-  throw InputError(where() + ": " + what + " (" + cfitsio_text(status) + ")");
-}
-
-std::string ImageFile::where() const { return "file " + file_ + ", HDU " + std::to_string(hdu_); }
-
-std::int64_t ImageFile::planes() const {
-  std::int64_t n = 1;
-  for (size_t i = 2; i < axes_.size(); ++i) n *= axes_[i];
-  return n;
-}
-
-void ImageFile::require_planes() const {
-  if (axes_.size() < 2)
-    throw InputError(where() + ": is a 1-D array of " + std::to_string(nx()) + " values, not an image");
-  for (size_t i = 0; i < axes_.size(); ++i)
-    if (axes_[i] <= 0) throw InputError(where() + ": NAXIS" + std::to_string(i + 1) + " is 0 (no pixels)");
-}
-
-void ImageFile::read_plane(std::int64_t p, float* dst) const {
-  std::vector<long> first(axes_.size(), 1);
-  for (std::int64_t i = 2, rest = p; i < std::int64_t(axes_.size()); ++i) {
-    first[i] = long(rest % axes_[i]) + 1;
-    rest /= axes_[i];
-  }
-  int status = 0, anynul = 0;
-  float nan = NAN;
-  if (fits_read_pix(f_->f, TFLOAT, first.data(), long(nx() * ny()), &nan, dst, &anynul, &status))
-    fail(status, "cannot read plane " + std::to_string(p));
-}
-
-}  // namespace fits
-
+namespace uvflow::io_read_fits {
 namespace {
 
 struct Source {
@@ -115,16 +31,20 @@ std::vector<std::string> expand(const std::string& pattern) {
   return out;
 }
 
-class ReadFits : public Stage {
+class ReadFits : public DeclaredStage<decl> {
  public:
-  void configure(const Params& p) override {
-    const bool one = p.has("path"), many = p.has("paths");
+  void check(const Params& p) override {
+    const bool one = p.path.has_value(), many = p.paths.has_value();
     if (one == many)
       throw ParamError(one ? "paths" : "path",
                        "set either path (a file or a glob pattern) or paths (a list of files)");
-    if (many && p.paths("paths").empty()) throw ParamError("paths", "the list of files is empty");
-    files_ = many ? p.paths("paths") : std::vector<std::string>{p.string("path")};
-    hdu_ = int(p.integer("hdu"));
+    if (many && p.paths->empty()) throw ParamError("paths", "the list of files is empty");
+    files_.clear();
+    if (many)
+      for (const auto& f : *p.paths) files_.push_back(f.string());
+    else
+      files_.push_back(p.path->string());
+    hdu_ = int(p.hdu);
   }
 
   void prepare(PrepareContext& pc) override {
@@ -137,7 +57,7 @@ class ReadFits : public Stage {
       n += img.planes();
     }
     length_ = n;
-    pinned_ = pc.pinned("frames");
+    pinned_ = pc.pinned(frames.name);
   }
 
   std::int64_t stream_length() const override { return length_; }
@@ -157,7 +77,7 @@ class ReadFits : public Stage {
     img->ny = int(open_->ny());
     img->pixels = Array<float>::host(std::size_t(img->nx) * img->ny, pinned_);
     open_->read_plane(i - s->first, img->pixels.data());
-    ctx.emit("frames", img);
+    ctx.emit(frames, img);
   }
 
  private:
@@ -171,26 +91,6 @@ class ReadFits : public Stage {
 
 }  // namespace
 
-StageSpec read_fits_spec() {
-  StageSpec s;
-  s.type = "io.read_fits";
-  s.summary = "stream the planes of FITS images (a cube, one image, a list or a glob of files) as frames";
-  s.doc =
-      "Each plane of nx * ny pixels becomes one frame: a 2-D image is one frame, a cube (NAXIS3 > 1) one "
-      "frame per plane, several files one after the other (a glob pattern such as data/frames_*.fits is "
-      "expanded and sorted by name). Pixels are read as float with BSCALE/BZERO applied; undefined pixels "
-      "become NaN. Every file's header is checked before the run starts (and by `uvflow check`): a file "
-      "that cannot be read, a missing HDU, a table or a 1-D array is an input error naming the file and "
-      "HDU. Frames are read one at a time, so memory stays bounded whatever the number of frames.";
-  s.outputs = {{"frames", "Image", Arity::stream, Residency::host, "one plane per item, row 0 at the bottom"}};
-  s.params = {
-      {"path", ParamType::path, {}, true, "", {}, {}, {}, {},
-       "a FITS file (an image or a cube) or a glob pattern of files; set this or paths"},
-      {"paths", ParamType::paths, {}, true, "", {}, {}, {}, {}, "FITS files, streamed in this order"},
-      {"hdu", ParamType::integer, std::int64_t(0), false, "", 0, 100000, {}, {},
-       "HDU holding the image (1 = primary); 0: the primary array, or the first extension if it is empty"}};
-  s.backends = {{"cpu", [] { return std::make_unique<ReadFits>(); }}};
-  return s;
-}
+StageSpec spec() { return decl.spec({cpu_backend<ReadFits>()}); }
 
-}  // namespace uvflow
+}  // namespace uvflow::io_read_fits

@@ -1,68 +1,50 @@
-// io.read_fits: stream the planes of FITS images as frames (cfitsio), one frame per item.
-//
-//   out  frames  Image, stream, host: one plane each, index = position in the stream
-//   params
-//     path   a FITS file (a 2-D image is one frame, a cube one frame per plane) or a glob pattern
-//            such as data/frames_*.fits (matches sorted by name); set this or `paths`
-//     paths  a list of FITS files, streamed in the order given
-//     hdu    which HDU holds the image (1 = primary); 0 picks the primary array, or the first
-//            extension when the primary array is empty
-//
 // prepare() opens every file and checks its header, so `uvflow check` and the start of a run
 // report an unreadable file, a missing HDU, a table or a 1-D array as an InputError naming the
 // file and the HDU, before anything runs. Frames are then read one per item: memory stays bounded
-// however long the stream.
+// however long the stream. The FITS reading itself (shared with image.psf and image.column_gain)
+// is stages/shared/fits_image.hpp.
 #pragma once
 
 #include <cstdint>
-#include <memory>
-#include <string>
+#include <filesystem>
+#include <optional>
 #include <vector>
 
-#include "runtime/stage.hpp"
+#include "runtime/payloads/image.hpp"
+#include "runtime/stage_decl.hpp"
 
-namespace uvflow {
+namespace uvflow::io_read_fits {
 
-StageSpec read_fits_spec();
+inline constexpr Out<Image> frames{
+    .name = "frames", .residency = Residency::host, .doc = "one plane per item, row 0 at the bottom"};
 
-namespace fits {
-
-// cfitsio's text for a status code (and its per-thread message stack cleared), for every message
-// about a FITS file.
-std::string cfitsio_text(int status);
-
-// An image HDU of a FITS file, open for reading; shared by the stages that read FITS images
-// (io.read_fits, image.psf, image.column_gain) so they find HDUs and report errors alike.
-class ImageFile {
- public:
-  // Opens `file` at `hdu` (1-based as cfitsio counts; 0: the primary array, or the first
-  // extension when the primary is empty). Throws InputError naming the file and HDU when the
-  // file cannot be read or that HDU is absent or not an image.
-  ImageFile(const std::string& file, int hdu);
-  ~ImageFile();
-
-  const std::string& file() const { return file_; }
-  int hdu() const { return hdu_; }
-  const std::vector<long>& axes() const { return axes_; }  // NAXIS1 (x, fastest), NAXIS2, ...
-  std::int64_t nx() const { return axes_.empty() ? 0 : axes_[0]; }
-  std::int64_t ny() const { return axes_.size() < 2 ? 1 : axes_[1]; }
-  // Planes of nx * ny pixels: the product of the axes beyond the second.
-  std::int64_t planes() const;
-  // "file F, HDU n": the place every message about this image names.
-  std::string where() const;
-  // Reads plane `p` (0-based) as float, BSCALE/BZERO applied, undefined pixels as NaN.
-  void read_plane(std::int64_t p, float* dst) const;
-  // Throws InputError unless the image has two or more axes (a 2-D image or a cube).
-  void require_planes() const;
-
- private:
-  [[noreturn]] void fail(int status, const std::string& what) const;
-  struct Handle;  // the cfitsio file, closed with this object
-  std::string file_;
-  int hdu_ = 0;
-  std::vector<long> axes_;
-  std::unique_ptr<Handle> f_;
+struct Params {
+  std::optional<std::filesystem::path> path;
+  std::optional<std::vector<std::filesystem::path>> paths;
+  std::int64_t hdu = 0;
 };
 
-}  // namespace fits
-}  // namespace uvflow
+inline const StageDecl<Params> decl{
+    .type = "io.read_fits",
+    .summary = "stream the planes of FITS images (a cube, one image, a list or a glob of files) as frames",
+    .doc = "Each plane of nx * ny pixels becomes one frame: a 2-D image is one frame, a cube (NAXIS3 > 1) one "
+           "frame per plane, several files one after the other (a glob pattern such as data/frames_*.fits is "
+           "expanded and sorted by name). Pixels are read as float with BSCALE/BZERO applied; undefined pixels "
+           "become NaN. Every file's header is checked before the run starts (and by `uvflow check`): a file "
+           "that cannot be read, a missing HDU, a table or a 1-D array is an input error naming the file and "
+           "HDU. Frames are read one at a time, so memory stays bounded whatever the number of frames.",
+    .outputs = {frames},
+    .params = {{&Params::path,
+                {.name = "path", .doc = "a FITS file (an image or a cube) or a glob pattern of files; set this or paths"}},
+               {&Params::paths, {.name = "paths", .doc = "FITS files, streamed in this order"}},
+               {&Params::hdu,
+                {.name = "hdu",
+                 .min = 0,
+                 .max = 100000,
+                 .doc = "HDU holding the image (1 = primary); 0: the primary array, or the first extension if it is "
+                        "empty"}}},
+};
+
+StageSpec spec();
+
+}  // namespace uvflow::io_read_fits

@@ -14,11 +14,10 @@
 #include <sstream>
 
 #include "runtime/error.hpp"
-#include "runtime/payloads/vis.hpp"
 #include "runtime/units.hpp"
 #include "stages/io/ms_tables.hpp"
 
-namespace uvflow {
+namespace uvflow::io_read_ms {
 namespace {
 
 // rows_per_block 0: about as many visibilities per block as io.simulate's el56-82 blocks.
@@ -86,17 +85,17 @@ struct UvwStats {
   }
 };
 
-class ReadMs : public Stage {
+class ReadMs : public DeclaredStage<decl> {
  public:
-  void configure(const Params& p) override {
-    path_ = p.string("path");
+  void check(const Params& p) override {
+    path_ = p.path.string();
     if (path_.empty()) throw ParamError("path", "must not be empty");
-    data_column_ = p.string("data_column");
-    field_choice_ = int(p.integer("field"));
-    channels_text_ = p.string("channels");
+    data_column_ = p.data_column;
+    field_choice_ = int(p.field);
+    channels_text_ = p.channels;
     channel_ranges_ = parse_channels(channels_text_);
-    stokes_ = p.string("stokes");
-    rows_per_block_ = p.integer("rows_per_block");
+    stokes_ = p.stokes;
+    rows_per_block_ = p.rows_per_block;
   }
 
   void prepare(PrepareContext& pc) override {
@@ -119,9 +118,9 @@ class ReadMs : public Stage {
 
   // The observation is known before the first block: kernels.wproj can start at once.
   void start(Context& ctx) override {
-    auto info = std::make_shared<VisSetInfo>();
-    info->obs = obs_;
-    ctx.emit("info", info);
+    auto out = std::make_shared<VisSetInfo>();
+    out->obs = obs_;
+    ctx.emit(info, out);
   }
 
   std::int64_t stream_length() const override { return std::int64_t(blocks_.size()); }
@@ -131,7 +130,7 @@ class ReadMs : public Stage {
     ms_->read(blk.first_row, blk.rows, true, chunk_);
     auto out = make_block(ctx.item());
     ctx.add_work({.visibilities = double(out->size())});
-    ctx.emit("vis", out);
+    ctx.emit(vis, out);
   }
 
   void finish(Context&) override {
@@ -411,61 +410,6 @@ class ReadMs : public Stage {
 
 }  // namespace
 
-StageSpec io_read_ms_spec() {
-  StageSpec s;
-  s.type = "io.read_ms";
-  s.summary = "read visibilities from a Measurement Set, in blocks of rows, with their uvw statistics up front";
-  s.doc =
-      "Streams one block per rows_per_block rows of the main table (rows without selected data are "
-      "skipped), reading only the selected channels and correlations of FLAG, the data column and "
-      "WEIGHT_SPECTRUM (or WEIGHT when WEIGHT_SPECTRUM is absent or empty) with casacore column "
-      "slicing: memory stays bounded by one block whatever the size of the MS. Each selected channel "
-      "of each row of the chosen field becomes one visibility, UVW (metres, antenna2 - antenna1) "
-      "scaled to wavelengths at that channel's CHAN_FREQ: multi-frequency synthesis. stokes I is "
-      "(XX + YY)/2 or (RR + LL)/2, Q, U and V follow WSClean's definitions (Q = (XX - YY)/2 = (RL + "
-      "LR)/2, U = (XY + YX)/2 = (RL - LR)/2i, V = (XY - YX)/2i = (RR - LL)/2), each with weight "
-      "4 min(w_a, w_b), WSClean's choice: a visibility is as good as its worse correlation, a zero "
-      "weight on either leaves it out, and the factor 4 keeps WSClean's weight sums (a common scale "
-      "does not change a normalised image). A single correlation keeps its own value and weight. A "
-      "visibility flagged in either correlation used, in a row with FLAG_ROW set, or with a "
-      "non-finite value is dropped from the block, never given weight 0, because 0 x NaN is NaN on "
-      "a grid. Before the first block, prepare() reads UVW, TIME, the indices and the flags once "
-      "(not the data) to validate the rows and compute the statistics kernels.wproj needs (max, min "
-      "and RMS of |w|, max of |u| and |v|, in wavelengths over the selected unflagged "
-      "visibilities, exactly as the blocks carry them; a value found non-finite while streaming "
-      "is dropped and logged, but stays in these statistics and in total_visibilities). The VisSetInfo also carries the phase "
-      "centre (FIELD PHASE_DIR, J2000), the selected frequencies (reference: the band centre), the "
-      "telescope (OBSERVATION), DATE-OBS (the first selected TIME), the antennas and INTERVAL. "
-      "Errors name the path and the table or column: not a Measurement Set, a missing data column "
-      "(the existing columns are listed), correlations that cannot make the Stokes parameter, a "
-      "field or channel that does not exist, several fields without a choice (they are listed), "
-      "more than one data description, and a selection left empty by the flags. Tested against "
-      "io.simulate data written by io.write_ms and Measurement Sets written directly with casacore.";
-  s.outputs = {
-      {"info", "VisSetInfo", Arity::once, Residency::host,
-       "the Observation: phase centre, frequencies, sizes and uvw statistics; emitted before the first block"},
-      {"vis", "VisBlock", Arity::stream, Residency::host,
-       "the visibilities of rows_per_block rows, row by row, channel by channel"},
-  };
-  s.params = {
-      {"path", ParamType::path, {}, false, "", {}, {}, {}, {}, "the Measurement Set (a directory)"},
-      {"data_column", ParamType::choice, std::string("DATA"), false, "", {}, {}, {"DATA", "CORRECTED_DATA", "MODEL_DATA"},
-       {}, "main-table column the visibilities come from"},
-      {"field", ParamType::integer, std::int64_t(-1), false, "", -1.0, 1e6, {}, {},
-       "FIELD row to read; -1: the only field (an error when there are several)"},
-      {"channels", ParamType::string, std::string(""), false, "", {}, {}, {}, {},
-       "channels to read, numbers and inclusive ranges from 0 such as \"0-31,40\"; empty: all"},
-      {"stokes", ParamType::choice, std::string("I"), false, "", {}, {},
-       {"I", "Q", "U", "V", "XX", "XY", "YX", "YY", "RR", "RL", "LR", "LL"}, {},
-       "polarisation imaged: a Stokes parameter formed from two correlations, or one correlation"},
-      {"rows_per_block", ParamType::integer, std::int64_t(0), false, "rows", 0.0, 1e9, {}, {},
-       "main-table rows per emitted block; memory: the columns of one block (about 100 bytes a row "
-       "with one channel) and 44 bytes per visibility of each block in flight; 0: 2^20 visibilities' "
-       "worth of rows"},
-  };
-  s.backends = {{"cpu", [] { return std::make_unique<ReadMs>(); }}};
-  s.concurrency = Concurrency::serial;
-  return s;
-}
+StageSpec spec() { return decl.spec({cpu_backend<ReadMs>()}); }
 
-}  // namespace uvflow
+}  // namespace uvflow::io_read_ms

@@ -18,10 +18,9 @@
 #include <sstream>
 
 #include "runtime/error.hpp"
-#include "runtime/payloads/vis.hpp"
 #include "runtime/units.hpp"
 
-namespace uvflow {
+namespace uvflow::io_simulate {
 namespace {
 
 constexpr double kLatitudeDeg = -26.82472208;     // SKA1-Low reference position
@@ -199,32 +198,30 @@ struct UvwStats {
   }
 };
 
-class Simulate : public Stage {
+class Simulate : public DeclaredStage<decl> {
  public:
-  void configure(const Params& p) override {
-    const Preset& preset = find_preset(p.string("preset"));
+  void check(const Params& p) override {
+    const Preset& preset = find_preset(p.preset);
     preset_ = preset.name;
-    layout_ = p.string("layout");
-    auto or_preset = [&](const char* name, int preset_value) {
-      return p.integer(name) > 0 ? int(p.integer(name)) : preset_value;
-    };
-    stations_ = or_preset("stations", preset.stations);
-    dumps_ = or_preset("dumps", preset.dumps);
-    dumps_per_block_ = std::min(or_preset("dumps_per_block", preset.dumps_per_block), dumps_);
+    layout_ = p.layout.string();
+    auto or_preset = [&](std::int64_t value, int preset_value) { return value > 0 ? int(value) : preset_value; };
+    stations_ = or_preset(p.stations, preset.stations);
+    dumps_ = or_preset(p.dumps, preset.dumps);
+    dumps_per_block_ = std::min(or_preset(p.dumps_per_block, preset.dumps_per_block), dumps_);
     if (stations_ < 2) throw ParamError("stations", "a baseline needs at least 2 stations");
     baselines_ = std::int64_t(stations_) * (stations_ - 1) / 2;
-    channels_ = int(p.integer("channels"));
+    channels_ = int(p.channels);
     blocks_ = (dumps_ + dumps_per_block_ - 1) / dumps_per_block_;
     if (baselines_ * channels_ * dumps_per_block_ > std::numeric_limits<std::int32_t>::max())
       throw ParamError("dumps_per_block", std::to_string(baselines_ * channels_ * dumps_per_block_) +
                                               " visibilities per block: downstream stages index blocks with 32 bits");
-    freq_hz_ = p.number("freq_hz");
-    channel_width_hz_ = p.number("channel_width_hz");
-    configure_date(p.string("date"));
-    ra_ = p.number("ra_deg") * kDegToRad;
-    dec_ = (p.has("dec_deg") ? p.number("dec_deg") : preset.dec_deg) * kDegToRad;
-    el_start_ = (p.has("el_start_deg") ? p.number("el_start_deg") : preset.el_start_deg) * kDegToRad;
-    el_end_ = (p.has("el_end_deg") ? p.number("el_end_deg") : preset.el_end_deg) * kDegToRad;
+    freq_hz_ = p.freq_hz;
+    channel_width_hz_ = p.channel_width_hz;
+    configure_date(p.date);
+    ra_ = p.ra_deg * kDegToRad;
+    dec_ = p.dec_deg.value_or(preset.dec_deg) * kDegToRad;
+    el_start_ = p.el_start_deg.value_or(preset.el_start_deg) * kDegToRad;
+    el_end_ = p.el_end_deg.value_or(preset.el_end_deg) * kDegToRad;
     const bool rising = el_start_ < el_end_;
     h_start_ = hour_angle(el_start_, dec_, rising);
     h_end_ = hour_angle(el_end_, dec_, rising);
@@ -240,9 +237,9 @@ class Simulate : public Stage {
     };
     check_reached("el_start_deg", el_start_, h_start_);
     check_reached("el_end_deg", el_end_, h_end_);
-    seed_ = std::uint64_t(p.integer("seed"));
-    noise_jy_ = p.number("noise_jy");
-    precompute_ = p.boolean("precompute");
+    seed_ = std::uint64_t(p.seed);
+    noise_jy_ = p.noise_jy;
+    precompute_ = p.precompute;
     configure_sky(p);
   }
 
@@ -253,7 +250,7 @@ class Simulate : public Stage {
       throw InputError("station layout '" + path.string() + "' has " + std::to_string(all.size()) +
                        " stations, " + std::to_string(stations_) + " asked for");
     if (pc.dry_run) return;
-    pinned_ = pc.pinned("vis");
+    pinned_ = pc.pinned(vis.name);
     std::vector<Station> chosen;
     antennas_.clear();
     for (std::size_t i : nearest_stations(all, stations_)) {
@@ -274,9 +271,9 @@ class Simulate : public Stage {
 
   // The observation is known before the first block: kernels.wproj can start at once.
   void start(Context& ctx) override {
-    auto info = std::make_shared<VisSetInfo>();
-    info->obs = obs_;
-    ctx.emit("info", info);
+    auto out = std::make_shared<VisSetInfo>();
+    out->obs = obs_;
+    ctx.emit(info, out);
   }
 
   std::int64_t stream_length() const override { return blocks_; }
@@ -286,7 +283,7 @@ class Simulate : public Stage {
     // Precomputed blocks are handed over, not kept: memory falls as the stream drains.
     auto block = precomputed_.empty() ? make_block(index) : std::move(precomputed_[std::size_t(index)]);
     ctx.add_work({.visibilities = double(block->size())});  // "updates" are gridding kernel points: none here
-    ctx.emit("vis", block);
+    ctx.emit(vis, block);
   }
 
  private:
@@ -320,7 +317,7 @@ class Simulate : public Stage {
   }
 
   void configure_sky(const Params& p) {
-    const auto& records = p.records("sky");
+    const auto& records = p.sky;
     grid_ = records.empty();
     src_l_.clear();
     src_m_.clear();
@@ -329,7 +326,7 @@ class Simulate : public Stage {
     if (grid_) {
       // Offset by half a spacing, so that no source sits on the phase centre: the columns with
       // l > 0 sit at (i + 1/2) spacing, i < kHalf, mirrored to l < 0.
-      const double spacing = p.number("sky_spacing_deg") * kDegToRad;
+      const double spacing = p.sky_spacing_deg * kDegToRad;
       for (int i = 0; i < kHalf; ++i) grid_l_[i] = (i + 0.5) * spacing;
       grid_pairs_.clear();
       for (int i = 0; i < kHalf; ++i)
@@ -610,99 +607,6 @@ class Simulate : public Stage {
 
 }  // namespace
 
-StageSpec io_simulate_spec() {
-  StageSpec s;
-  s.type = "io.simulate";
-  s.summary = "simulate SKA1-Low visibilities of a point-source sky (the seeds' data sets by preset name)";
-  s.doc =
-      "Stations from the SKA1-Low v5 layout (ENU metres about the array reference position, lon "
-      "116.7644482, lat -26.82472208 deg) observe a phase centre at (ra_deg, dec_deg). Dumps are evenly "
-      "spaced in hour angle between the elevations el_start_deg and el_end_deg: rising (east of the "
-      "meridian) when el_start_deg < el_end_deg, setting (west) otherwise; an elevation the phase "
-      "centre never reaches at that declination is a parameter error. Each dump holds every baseline "
-      "a1 < a2 of the chosen stations (layout-file order) and each of `channels` channels at freq_hz "
-      "+ c * channel_width_hz (order [dump][baseline][channel]), UVW = antenna2 - antenna1 in "
-      "wavelengths at the channel's frequency (Measurement Set convention; multi-frequency "
-      "synthesis), stored as float. V = sum over sources of S exp(+2 pi i (u l + v m + w (n - 1))), "
-      "n = sqrt(1 - l^2 - m^2), evaluated in double precision at the stored uvw, weight 1, plus optional Gaussian noise (noise_jy on each of the "
-      "real and imaginary parts) drawn per dump from a generator seeded by (seed, dump), so the data "
-      "do not depend on threading or block size. Sources are (l, m) direction-cosine offsets given "
-      "in degrees (l = l_deg * pi/180, l towards east = increasing RA, m north): a source at l_deg = "
-      "k * cell lands k pixels left of the centre of a SIN image. The default sky is a 16 x 16 grid "
-      "of 1 Jy sources sky_spacing_deg apart, centred on the phase centre and offset by half a "
-      "spacing so none sits on it. Presets (declination -19 deg, which transits at elevation 82.18 "
-      "deg): tiny = 64 stations x 8 dumps (16,128 visibilities), small = 256 x 24 (783,360), "
-      "synthetic = the 208 stations nearest the centre x 100 dumps at elevation 30 -> 56 (2,152,800, "
-      "the count of the seeds' synthetic set; baselines up to 0.8 km, so a far smaller w range), el30-56, el56-82, el82-70 = 512 stations x 240 dumps (31,395,840; "
-      "1.95, 2.28 and 1.21 hours of hour angle); tiny and small observe 56 -> 82. The VisSetInfo "
-      "carries the uvw statistics over every visibility (max, min and RMS of |w|; max_abs_uv = max "
-      "of |u| and |v|), computed from the geometry before the first block. Hour angles place the dumps; "
-      "their times are those on `date` (UTC, the first on or after 0h; GMST of IAU 1982, UT1 = UTC) when "
-      "the phase centre stands at those hour angles, so ra_deg and date only label the data. For "
-      "io.write_ms, blocks carry each visibility's antenna pair, time (MJD seconds) and channel, and "
-      "the VisSetInfo the stations (named S<layout line from 0>, WGS84 positions for a site height of "
-      "300 m, 38 m across), the dump spacing, the channel width and DATE-OBS. Tested against "
-      "independent rotation-matrix uvw, elevations recovered from the simulated w, the visibility formula evaluated with "
-      "std::exp, and a direct-DFT image of a single source.";
-  s.outputs = {
-      {"info", "VisSetInfo", Arity::once, Residency::host,
-       "the Observation: phase centre, frequency, sizes and uvw statistics; emitted before the first block"},
-      {"vis", "VisBlock", Arity::stream, Residency::host, "visibility blocks of dumps_per_block whole dumps"},
-  };
-  std::vector<std::string> preset_names;
-  for (auto& p : kPresets) preset_names.push_back(p.name);
-  ParamSpec dec{"dec_deg", ParamType::number, {}, true, "deg", -90.0, 90.0, {}, {},
-                "phase centre declination; unset: the preset's (-19)"};
-  ParamSpec el_start{"el_start_deg", ParamType::number, {}, true, "deg", 0.0, 90.0, {}, {},
-                     "phase centre elevation at the first dump; unset: the preset's"};
-  ParamSpec el_end{"el_end_deg", ParamType::number, {}, true, "deg", 0.0, 90.0, {}, {},
-                   "phase centre elevation at the last dump (rising if above el_start_deg, else setting); "
-                   "unset: the preset's"};
-  s.params = {
-      {"preset", ParamType::choice, std::string("tiny"), false, "", {}, {}, preset_names, {},
-       "observation shape: tiny and small for tests, synthetic and el30-56/el56-82/el82-70 like the seeds' "
-       "data sets"},
-      {"layout", ParamType::path, std::string("data/ska1_low_v5_512st_enu.txt"), false, "", {}, {}, {}, {},
-       "station layout, one 'east north up' line (metres) per station; a relative path is looked up in the "
-       "working directory, then in the uvflow source tree"},
-      {"stations", ParamType::integer, std::int64_t(0), false, "", 0.0, 1e5, {}, {},
-       "stations to use, nearest the array centre first; 0: the preset's"},
-      {"dumps", ParamType::integer, std::int64_t(0), false, "", 0.0, 1e6, {}, {},
-       "time samples (each holds every baseline); 0: the preset's"},
-      {"dumps_per_block", ParamType::integer, std::int64_t(0), false, "", 0.0, 1e6, {}, {},
-       "dumps per emitted VisBlock (at most dumps); 0: the preset's"},
-      {"freq_hz", ParamType::number, 100e6, false, "Hz", 1e6, 1e12, {}, {}, "observing frequency (of the first channel)"},
-      {"channels", ParamType::integer, std::int64_t(1), false, "", 1.0, 65536.0, {}, {},
-       "frequency channels, each baseline and dump observed in every one"},
-      {"channel_width_hz", ParamType::number, 781250.0, false, "Hz", 1.0, 1e9, {}, {},
-       "channel spacing (and width; the default is an SKA1-Low coarse channel)"},
-      {"date", ParamType::string, std::string("2030-01-01"), false, "", {}, {}, {}, {},
-       "UTC day of the observation, YYYY-MM-DD: labels the dumps with times"},
-      {"ra_deg", ParamType::number, 0.0, false, "deg", 0.0, 360.0, {}, {},
-       "phase centre right ascension (a label: dumps are placed by hour angle)"},
-      dec,
-      el_start,
-      el_end,
-      {"seed", ParamType::integer, std::int64_t(1), false, "", 0.0, {}, {}, {},
-       "noise generator seed; the noise of dump d comes from (seed, d)"},
-      {"noise_jy", ParamType::number, 0.0, false, "Jy", 0.0, {}, {}, {},
-       "standard deviation of the Gaussian noise on each of the real and imaginary parts; 0: none"},
-      {"precompute", ParamType::boolean, false, false, "", {}, {}, {}, {},
-       "simulate every block before the run starts and stream them from memory (benchmarks: the data are in "
-       "host memory, as if read, before the timed stream begins; memory is the whole data set)"},
-      {"sky", ParamType::records, std::vector<Record>{}, false, "", {}, {}, {},
-       {{"l_deg", ParamType::number, {}, false, "deg", -90.0, 90.0, {}, {},
-         "direction-cosine offset towards east (increasing RA), as l * 180/pi"},
-        {"m_deg", ParamType::number, {}, false, "deg", -90.0, 90.0, {}, {},
-         "direction-cosine offset towards north, as m * 180/pi"},
-        {"flux_jy", ParamType::number, {}, false, "Jy", {}, {}, {}, {}, "flux density"}},
-       "point sources; empty: a 16 x 16 grid of 1 Jy sources sky_spacing_deg apart"},
-      {"sky_spacing_deg", ParamType::number, 0.05, false, "deg", 1e-4, 5.0, {}, {},
-       "spacing of the default source grid (used when sky is empty)"},
-  };
-  s.backends = {{"cpu", [] { return std::make_unique<Simulate>(); }}};
-  s.concurrency = Concurrency::serial;
-  return s;
-}
+StageSpec spec() { return decl.spec({cpu_backend<Simulate>()}); }
 
-}  // namespace uvflow
+}  // namespace uvflow::io_simulate

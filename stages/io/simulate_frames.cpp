@@ -10,7 +10,7 @@
 
 #include "runtime/payloads/image.hpp"
 
-namespace uvflow {
+namespace uvflow::io_simulate_frames {
 namespace {
 
 // A 32-bit integer hash with good avalanche (Wellons' lowbias32); 32-bit multiplies vectorise
@@ -24,21 +24,21 @@ inline std::uint32_t mix32(std::uint32_t x) {
   return x;
 }
 
-class SimulateFrames : public Stage {
+class SimulateFrames : public DeclaredStage<decl> {
  public:
-  void configure(const Params& p) override {
-    nx_ = int(p.integer("width"));
-    ny_ = int(p.integer("height"));
-    count_ = p.integer("count");
-    seed_ = std::uint64_t(p.integer("seed"));
-    level_ = float(p.number("background"));
-    sources_ = int(p.integer("sources"));
-    noise_ = float(p.number("noise"));
-    distinct_ = p.integer("distinct");
+  void check(const Params& p) override {
+    nx_ = int(p.width);
+    ny_ = int(p.height);
+    count_ = p.count;
+    seed_ = std::uint64_t(p.seed);
+    level_ = float(p.background);
+    sources_ = int(p.sources);
+    noise_ = float(p.noise);
+    distinct_ = p.distinct;
   }
 
   void prepare(PrepareContext& pc) override {
-    pinned_ = pc.pinned("frames");
+    pinned_ = pc.pinned(frames.name);
     if (pc.dry_run) return;
     for (std::int64_t i = 0; i < std::min(distinct_, count_); ++i) made_.push_back(make(i));
   }
@@ -48,13 +48,13 @@ class SimulateFrames : public Stage {
   void process(Context& ctx) override {
     const std::int64_t index = ctx.item();
     if (made_.empty()) {
-      ctx.emit("frames", make(index));
+      ctx.emit(frames, make(index));
       return;
     }
     // A copy of the payload sharing the pixels: nothing is made or copied per frame.
     auto img = std::make_shared<Image>(*made_[std::size_t(index % distinct_)]);
     img->index = index;
-    ctx.emit("frames", img);
+    ctx.emit(frames, img);
   }
 
  private:
@@ -124,35 +124,6 @@ class SimulateFrames : public Stage {
 
 }  // namespace
 
-StageSpec simulate_frames_spec() {
-  StageSpec s;
-  s.type = "io.simulate_frames";
-  s.summary = "synthetic PROBA-V-like frames: smooth background, point sources and noise";
-  s.doc =
-      "Frames of width x height float pixels (default 813 x 5271, the size the StrayLight report works on): "
-      "a smooth separable background of slow sinusoids, point sources (Gaussian spots of 1 pixel sigma, "
-      "fluxes log-uniform from 1 to 100 times the background) and pixel noise (an Irwin-Hall sum of four "
-      "uniforms, close to Gaussian). Frame i depends only on (seed, i): the stream is reproduced exactly "
-      "whatever the order or the number of threads. Made in parallel at about the speed of writing the "
-      "frame, so it does not distort benchmarks of the stages it feeds on a few cores; with distinct: N the "
-      "first N frames are made before the run (in pinned memory when they feed an upload) and repeated, so "
-      "that a GPU benchmark streams at the bus's speed, not the frame maker's.";
-  s.outputs = {{"frames", "Image", Arity::stream, Residency::host, "one frame per item"}};
-  s.params = {
-      {"width", ParamType::integer, std::int64_t(813), false, "pixels", 1, 65536, {}, {}, "frame width (x)"},
-      {"height", ParamType::integer, std::int64_t(5271), false, "pixels", 1, 65536, {}, {}, "frame height (y)"},
-      {"count", ParamType::integer, std::int64_t(8), false, "", 0, 1e9, {}, {}, "frames in the stream"},
-      {"seed", ParamType::integer, std::int64_t(1), false, "", 0, {}, {}, {},
-       "frame i is a function of (seed, i) only"},
-      {"background", ParamType::number, 100.0, false, "", 0, 1e30, {}, {}, "mean background level"},
-      {"sources", ParamType::integer, std::int64_t(300), false, "", 0, 1e7, {}, {}, "point sources per frame"},
-      {"noise", ParamType::number, 2.0, false, "", 0, 1e30, {}, {}, "standard deviation of the pixel noise"},
-      {"distinct", ParamType::integer, std::int64_t(0), false, "", 0, 1e6, {}, {},
-       "0: every frame made as it streams; N > 0: frames 0 to N-1 are made before the run and frame i is "
-       "frame i mod N (benchmarks: the frames are in host memory, as if read, and cost nothing per frame)"}};
-  s.backends = {{"cpu", [] { return std::make_unique<SimulateFrames>(); }}};
-  s.concurrency = Concurrency::parallel;
-  return s;
-}
+StageSpec spec() { return decl.spec({cpu_backend<SimulateFrames>()}); }
 
-}  // namespace uvflow
+}  // namespace uvflow::io_simulate_frames

@@ -1,26 +1,58 @@
-// io.simulate_frames: synthetic PROBA-V-like frames for tests and benchmarks.
-//
-//   out  frames  Image, stream, host: `count` frames of width x height float pixels
-//   params
-//     width, height  frame size, pixels (default 813 x 5271, the StrayLight report's frames)
-//     count          frames in the stream (default 8)
-//     seed           frame i is a function of (seed, i) only: any order, any thread count
-//     background     mean level of the smooth background (default 100)
-//     sources        point sources per frame (default 300)
-//     noise          standard deviation of the pixel noise (default 2)
-//     distinct       0 (default): every frame made as it streams; N: frames 0..N-1 made before the
-//                    run, frame i is frame i mod N with index i (pixels shared, nothing made per frame)
-//
-// Content: a smooth separable background (low-order sinusoids across and along the track), point
-// sources (Gaussian spots of 1 pixel sigma, fluxes log-uniform over two decades above the
-// background) and pixel noise (an Irwin-Hall sum of four uniforms from a counter-based hash, so
-// frames are made in parallel at memory speed and reproduced exactly).
+// Frame i is a function of (seed, i) only, and the noise comes from a counter-based hash (an
+// Irwin-Hall sum of four uniforms), so frames are made in parallel at memory speed and reproduced
+// exactly whatever the order or the number of threads.
 #pragma once
 
-#include "runtime/stage.hpp"
+#include <cstdint>
 
-namespace uvflow {
+#include "runtime/payloads/image.hpp"
+#include "runtime/stage_decl.hpp"
 
-StageSpec simulate_frames_spec();
+namespace uvflow::io_simulate_frames {
 
-}  // namespace uvflow
+inline constexpr Out<Image> frames{.name = "frames", .residency = Residency::host, .doc = "one frame per item"};
+
+struct Params {
+  std::int64_t width = 813;
+  std::int64_t height = 5271;
+  std::int64_t count = 8;
+  std::int64_t seed = 1;
+  double background = 100.0;
+  std::int64_t sources = 300;
+  double noise = 2.0;
+  std::int64_t distinct = 0;
+};
+
+inline const StageDecl<Params> decl{
+    .type = "io.simulate_frames",
+    .summary = "synthetic PROBA-V-like frames: smooth background, point sources and noise",
+    .doc = "Frames of width x height float pixels (default 813 x 5271, the size the StrayLight report works on): "
+           "a smooth separable background of slow sinusoids, point sources (Gaussian spots of 1 pixel sigma, "
+           "fluxes log-uniform from 1 to 100 times the background) and pixel noise (an Irwin-Hall sum of four "
+           "uniforms, close to Gaussian). Frame i depends only on (seed, i): the stream is reproduced exactly "
+           "whatever the order or the number of threads. Made in parallel at about the speed of writing the "
+           "frame, so it does not distort benchmarks of the stages it feeds on a few cores; with distinct: N the "
+           "first N frames are made before the run (in pinned memory when they feed an upload) and repeated, so "
+           "that a GPU benchmark streams at the bus's speed, not the frame maker's.",
+    .outputs = {frames},
+    .params = {{&Params::width, {.name = "width", .unit = "pixels", .min = 1, .max = 65536, .doc = "frame width (x)"}},
+               {&Params::height, {.name = "height", .unit = "pixels", .min = 1, .max = 65536, .doc = "frame height (y)"}},
+               {&Params::count, {.name = "count", .min = 0, .max = 1e9, .doc = "frames in the stream"}},
+               {&Params::seed, {.name = "seed", .min = 0, .doc = "frame i is a function of (seed, i) only"}},
+               {&Params::background, {.name = "background", .min = 0, .max = 1e30, .doc = "mean background level"}},
+               {&Params::sources, {.name = "sources", .min = 0, .max = 1e7, .doc = "point sources per frame"}},
+               {&Params::noise,
+                {.name = "noise", .min = 0, .max = 1e30, .doc = "standard deviation of the pixel noise"}},
+               {&Params::distinct,
+                {.name = "distinct",
+                 .min = 0,
+                 .max = 1e6,
+                 .doc = "0: every frame made as it streams; N > 0: frames 0 to N-1 are made before the run and "
+                        "frame i is frame i mod N (benchmarks: the frames are in host memory, as if read, and cost "
+                        "nothing per frame)"}}},
+    .concurrency = Concurrency::parallel,
+};
+
+StageSpec spec();
+
+}  // namespace uvflow::io_simulate_frames

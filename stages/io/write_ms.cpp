@@ -9,11 +9,10 @@
 #include <limits>
 
 #include "runtime/error.hpp"
-#include "runtime/payloads/vis.hpp"
 #include "runtime/units.hpp"
 #include "stages/io/ms_tables.hpp"
 
-namespace uvflow {
+namespace uvflow::io_write_ms {
 namespace {
 
 constexpr std::size_t kRowGrain = 1024;        // rows per parallel task
@@ -35,17 +34,17 @@ double uniform(std::uint64_t seed, std::uint64_t key) {
   return double(z >> 11) * 0x1.0p-53;
 }
 
-class WriteMs : public Stage {
+class WriteMs : public DeclaredStage<decl> {
  public:
-  void configure(const Params& p) override {
-    path_ = p.string("path");
+  void check(const Params& p) override {
+    path_ = p.path.string();
     if (path_.empty()) throw ParamError("path", "must not be empty");
-    correlations_ = correlation_names(p.string("correlations"));
-    weight_spectrum_ = p.boolean("weight_spectrum");
-    flag_fraction_ = p.number("flag_fraction");
-    flag_row_fraction_ = p.number("flag_row_fraction");
-    flag_seed_ = std::uint64_t(p.integer("flag_seed"));
-    overwrite_ = p.boolean("overwrite");
+    correlations_ = correlation_names(p.correlations);
+    weight_spectrum_ = p.weight_spectrum;
+    flag_fraction_ = p.flag_fraction;
+    flag_row_fraction_ = p.flag_row_fraction;
+    flag_seed_ = std::uint64_t(p.flag_seed);
+    overwrite_ = p.overwrite;
   }
 
   // An existing path is replaced (when the run succeeds) only if asked to, and only if it is a
@@ -59,9 +58,9 @@ class WriteMs : public Stage {
   }
 
   void process(Context& ctx) override {
-    auto block = ctx.in<VisBlock>("vis");
+    auto block = ctx.in(vis);
     if (tmp_.empty()) create(ctx);
-    check(*block);
+    check_block(*block);
     if (block->size() == 0) return;
     ms::append_rows(tmp_, rows_of(*block));
   }
@@ -80,9 +79,9 @@ class WriteMs : public Stage {
 
  private:
   void create(Context& ctx) {
-    auto info = ctx.in<VisSetInfo>("info");
-    if (!info->obs) throw std::logic_error("io.write_ms: VisSetInfo without an Observation");
-    obs_ = info->obs;
+    auto in = ctx.in(info);
+    if (!in->obs) throw std::logic_error("io.write_ms: VisSetInfo without an Observation");
+    obs_ = in->obs;
     if (obs_->freq_hz.empty()) throw InputError("io.write_ms: the observation lists no frequencies");
     ms::MsLayout layout;
     layout.correlations = correlations_;
@@ -96,7 +95,7 @@ class WriteMs : public Stage {
     ms::create_ms(tmp_, layout);
   }
 
-  void check(const VisBlock& b) {
+  void check_block(const VisBlock& b) {
     const std::string where = "io.write_ms: block " + std::to_string(b.index) + ": ";
     auto sized = [&](const ArrayBase& a, const char* name) {
       if (a.size() != b.size())
@@ -219,55 +218,6 @@ class WriteMs : public Stage {
 
 }  // namespace
 
-StageSpec io_write_ms_spec() {
-  StageSpec s;
-  s.type = "io.write_ms";
-  s.summary = "write visibilities to a new Measurement Set (for WSClean, CASA, DP3)";
-  s.doc =
-      "Creates a Measurement Set (casacore) with the standard subtables: ANTENNA (the observation's "
-      "antennas: name, ITRF position, diameter; placeholders where unknown), FEED (two receptors, X "
-      "and Y or R and L), FIELD (one field at the phase centre, J2000), SPECTRAL_WINDOW (the "
-      "observation's frequencies, TOPO), POLARIZATION (the chosen correlations), DATA_DESCRIPTION, "
-      "OBSERVATION (telescope, time range), PROCESSOR and HISTORY (where the data came from). Main "
-      "table rows: consecutive visibilities with the same antenna pair and time, and rising "
-      "channels, make one row (a block's rows are written together); UVW in metres from the first "
-      "visibility's wavelengths at its channel's frequency; TIME and TIME_CENTROID; INTERVAL and "
-      "EXPOSURE the observation's integration time; DATA with XX = YY = I (or RR = LL = I) and the "
-      "cross hands 0, as a Stokes I sky gives; WEIGHT_SPECTRUM w/4 in every correlation, so that "
-      "Stokes I read back as 4 min(w_XX, w_YY) (io.read_ms, WSClean) has weight w; WEIGHT the mean "
-      "over the row's channels, SIGMA = 1/sqrt(WEIGHT); FLAG set for channels a row does not hold "
-      "(weight 0) and, for tests, at random: flag_fraction of the visibilities (all correlations "
-      "of a channel) and flag_row_fraction of the rows (FLAG_ROW and every FLAG), from a hash of "
-      "(flag_seed, row, channel) so that they do not depend on block sizes. DATA, FLAG and "
-      "WEIGHT_SPECTRUM are tiled (TiledColumnStMan, tiles of whole rows of up to 32 channels), so "
-      "readers that slice channels or runs of rows read whole tiles. The Measurement Set is written "
-      "under a temporary name, closed after every block, and appears at path only when the whole "
-      "run succeeds; an existing path is replaced only with overwrite and only if it is a table. "
-      "Tested by reading back with io.read_ms and independently with casacore, and by imaging with "
-      "WSClean where installed.";
-  s.inputs = {
-      {"info", "VisSetInfo", Arity::once, Residency::host, "the observation: phase centre, frequencies, antennas"},
-      {"vis", "VisBlock", Arity::stream, Residency::host,
-       "Stokes I visibilities with antenna1, antenna2, time and channel (from io.simulate or io.read_ms)"},
-  };
-  s.params = {
-      {"path", ParamType::path, {}, false, "", {}, {}, {}, {}, "the Measurement Set to write (a directory)"},
-      {"correlations", ParamType::choice, std::string("linear4"), false, "", {}, {},
-       {"linear4", "linear2", "circular4", "circular2"}, {},
-       "correlations written: linear4 = XX XY YX YY, linear2 = XX YY, circular4 = RR RL LR LL, circular2 = RR LL"},
-      {"weight_spectrum", ParamType::boolean, true, false, "", {}, {}, {}, {},
-       "write WEIGHT_SPECTRUM (per-channel weights) besides WEIGHT"},
-      {"flag_fraction", ParamType::number, 0.0, false, "", 0.0, 1.0, {}, {},
-       "fraction of visibilities (all correlations of one channel of one row) flagged at random"},
-      {"flag_row_fraction", ParamType::number, 0.0, false, "", 0.0, 1.0, {}, {},
-       "fraction of rows flagged whole at random (FLAG_ROW)"},
-      {"flag_seed", ParamType::integer, std::int64_t(1), false, "", 0.0, {}, {}, {}, "seed of the random flags"},
-      {"overwrite", ParamType::boolean, false, false, "", {}, {}, {}, {},
-       "replace an existing Measurement Set at path (a path that is not a table is never replaced)"},
-  };
-  s.backends = {{"cpu", [] { return std::make_unique<WriteMs>(); }}};
-  s.concurrency = Concurrency::serial;
-  return s;
-}
+StageSpec spec() { return decl.spec({cpu_backend<WriteMs>()}); }
 
-}  // namespace uvflow
+}  // namespace uvflow::io_write_ms

@@ -6,12 +6,13 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <stdexcept>
 #include <vector>
 
-#include "runtime/payloads/image.hpp"
+#include "runtime/error.hpp"
 #include "stages/io/path_template.hpp"
 
-namespace uvflow {
+namespace uvflow::io_write_png {
 namespace {
 
 void write_grey_png(const std::string& path, int w, int h, const std::vector<png_byte>& rows) {
@@ -33,19 +34,19 @@ void write_grey_png(const std::string& path, int w, int h, const std::vector<png
   png_destroy_write_struct(&png, &info);
 }
 
-class WritePng : public Stage {
+class WritePng : public DeclaredStage<decl> {
  public:
-  void configure(const Params& p) override {
-    path_ = p.string("path");
-    asinh_ = p.string("stretch") == "asinh";
-    lo_pct_ = p.number("low_percentile");
-    hi_pct_ = p.number("high_percentile");
-    soft_ = p.number("asinh_softening");
+  void check(const Params& p) override {
+    path_ = p.path.string();
+    asinh_ = p.stretch == "asinh";
+    lo_pct_ = p.low_percentile;
+    hi_pct_ = p.high_percentile;
+    soft_ = p.asinh_softening;
     if (lo_pct_ >= hi_pct_) throw ParamError("low_percentile", "must be below high_percentile");
   }
 
   void process(Context& ctx) override {
-    auto img = ctx.in<Image>("image");
+    auto img = ctx.in(image);
     require_index_for_streams(path_, ctx.item());
     const int w = img->nx, h = img->ny;
     const float* px = img->pixels.data();
@@ -53,7 +54,7 @@ class WritePng : public Stage {
     sorted.reserve(img->pixels.size());
     for (std::size_t i = 0; i < img->pixels.size(); ++i)
       if (std::isfinite(px[i])) sorted.push_back(px[i]);
-    if (sorted.empty()) throw std::runtime_error("image " + std::to_string(img->index) + " has no finite pixel");
+    if (sorted.empty()) throw InputError("image " + std::to_string(img->index) + " has no finite pixel");
     auto pct = [&](double p) {
       std::size_t k = std::min(sorted.size() - 1, std::size_t(p / 100.0 * double(sorted.size() - 1) + 0.5));
       std::nth_element(sorted.begin(), sorted.begin() + std::ptrdiff_t(k), sorted.end());
@@ -80,26 +81,6 @@ class WritePng : public Stage {
 
 }  // namespace
 
-StageSpec write_png_spec() {
-  StageSpec s;
-  s.type = "io.write_png";
-  s.summary = "write an 8-bit greyscale PNG preview of an image (north up, RA to the left)";
-  s.doc =
-      "Pixel values between two percentiles of the image are mapped to black..white, through an asinh "
-      "stretch by default so that both faint sidelobes and bright sources are visible. Non-finite pixels "
-      "are black. The file appears only when the whole run succeeds.";
-  s.inputs = {{"image", "Image", Arity::stream, Residency::host, "the image(s) to preview"}};
-  s.params = {
-      {"path", ParamType::path, {}, false, "", {}, {}, {}, {}, "output file; {index} as in io.write_fits"},
-      {"stretch", ParamType::choice, std::string("asinh"), false, "", {}, {}, {"asinh", "linear"}, {},
-       "intensity mapping"},
-      {"low_percentile", ParamType::number, 0.5, false, "%", 0, 100, {}, {}, "value shown black"},
-      {"high_percentile", ParamType::number, 99.99, false, "%", 0, 100, {}, {}, "value shown white"},
-      {"asinh_softening", ParamType::number, 20.0, false, "", 0.1, 1e6, {}, {},
-       "asinh stretch strength (larger lifts faint values more)"}};
-  s.backends = {{"cpu", [] { return std::make_unique<WritePng>(); }}};
-  s.concurrency = Concurrency::parallel;
-  return s;
-}
+StageSpec spec() { return decl.spec({cpu_backend<WritePng>()}); }
 
-}  // namespace uvflow
+}  // namespace uvflow::io_write_png

@@ -17,14 +17,14 @@
 
 #include "runtime/error.hpp"
 #include "runtime/units.hpp"
-#include "stages/fft/fftw.hpp"
-#include "stages/kernels/layouts.hpp"
-#include "stages/kernels/spheroidal.hpp"
+#include "stages/shared/layouts.hpp"
+#include "stages/shared/spheroidal.hpp"
+#include "stages/shared/fftw.hpp"
 
 namespace uvflow {
 namespace {
 
-constexpr int kMaxPlanes = 32767;  // GridCoord::plane is 16 bits
+using kernels_wproj::kMaxPlanes;
 // Bump when the stack's definition or the file layout changes: old cache files are then ignored.
 constexpr std::uint32_t kCacheVersion = 2;  // 2: truncated_planes after the supports
 constexpr char kCacheMagic[8] = {'U', 'V', 'F', 'W', 'P', 'R', 'O', 'J'};
@@ -344,18 +344,18 @@ void write_cache(const std::filesystem::path& file, const std::string& key, cons
 
 // ------------------------------------------------------------------ stage
 
-class WProj : public Stage {
+class WProj : public DeclaredStage<kernels_wproj::decl> {
  public:
-  void configure(const Params& p) override {
-    s_.image_size = int(p.integer("image_size"));
-    s_.cell_rad = p.number("cell_arcsec") * kArcsecToRad;
-    s_.padding = p.number("padding");
-    s_.oversample = int(p.integer("oversample"));
-    s_.w_planes = int(p.integer("w_planes"));
-    s_.max_conv_size = int(p.integer("max_conv_size"));
-    s_.support_threshold = p.number("support_threshold");
-    cache_dir_ = p.string("cache_dir");
-    const std::string& l = p.string("layouts");
+  void check(const Params& p) override {
+    s_.image_size = int(p.image_size);
+    s_.cell_rad = p.cell_arcsec * kArcsecToRad;
+    s_.padding = p.padding;
+    s_.oversample = int(p.oversample);
+    s_.w_planes = int(p.w_planes);
+    s_.max_conv_size = int(p.max_conv_size);
+    s_.support_threshold = p.support_threshold;
+    cache_dir_ = p.cache_dir.string();
+    const std::string& l = p.layouts;
     layouts_.rows = l == "rows" || l == "all";
     layouts_.gpu = l == "gpu" || l == "all";
     if (s_.image_size % 2)
@@ -374,10 +374,10 @@ class WProj : public Stage {
                            " (needs at least " + std::to_string(3 * s_.oversample + 4) + ")");
   }
 
-  void prepare(PrepareContext& pc) override { layouts_.pinned = pc.pinned("kernels"); }
+  void prepare(PrepareContext& pc) override { layouts_.pinned = pc.pinned(kernels_wproj::kernels.name); }
 
   void process(Context& ctx) override {
-    auto info = ctx.in<VisSetInfo>("info");
+    auto info = ctx.in(kernels_wproj::info);
     if (!info->obs) throw InputError("kernels.wproj: input 'info' carries no observation");
     const WProjSizes z = wproj_sizes(s_, *info->obs);
     auto ks = std::make_shared<KernelStack>();
@@ -414,7 +414,7 @@ class WProj : public Stage {
     }
     warn_if_truncated(z, *ks);
     build_kernel_layouts(*ks, layouts_);
-    ctx.emit("kernels", ks);
+    ctx.emit(kernels_wproj::kernels, ks);
   }
 
  private:
@@ -478,113 +478,10 @@ WProjSizes wproj_sizes(const WProjSettings& s, const Observation& obs) {
   return z;
 }
 
-StageSpec kernels_wproj_spec() {
-  StageSpec s;
-  s.type = "kernels.wproj";
-  s.summary = "w-projection convolution kernels (spheroidal taper x w screen), made once per run and cached on disk";
-  s.doc =
-      "Builds the kernel stack of OSKAR's w-projection imager (WPROJ.md): grid size the smallest even 2^a 3^b 5^c "
-      "above padding * image_size; max_w = 1.05 max|w|, scaled by rms/mid when the rms of |w| exceeds the "
-      "mid-range (0.25 / cell, OSKAR's fallback, when all w are 0); w_planes = max(16, int(max_w |sin(cell "
-      "image_size / 2)|)) unless given; plane k at |w| = k^2 / w_scale with w_scale = (planes-1)^2 / max_w. Each "
-      "plane is the forward FFT (conv_size = padding * image_size, capped at max_conv_size and rounded down to a multiple of 2 oversample) of Schwab's spheroidal "
-      "taper times exp(2 pi i w (sqrt(1-l^2-m^2) - 1)), sampled every dl so that conv_size/oversample samples span "
-      "the padded field. The quarter [0, conv_size/2 - 1)^2 is kept; the support is where |K| along either axis "
-      "last exceeds support_threshold times the plane-0 peak; plane p is stored compacted to S = o/2 + o s + 1 a "
-      "side and every plane is divided by plane 0's sum at integer offsets, so plane 0 sums to 1. The FFTs are "
-      "FFTW single precision, pruned to the screen's rows and the kept columns, planes in parallel; plans are "
-      "measured when there are enough planes per thread, and FFTW wisdom is kept in cache_dir. The stack is cached "
-      "in cache_dir under a hash of everything it depends on; a corrupt or mismatched file is ignored with a "
-      "warning and rewritten. Tested against a direct double-precision DFT of the screen.";
-  s.inputs = {{"info", kVisSetInfo, Arity::once, Residency::host, "the observation's |w| statistics (wavelengths)"}};
-  s.outputs = {
-      {"kernels", kKernelStack, Arity::once, Residency::host, "the kernel stack with its geometry and layouts"}};
-  s.params = {{"image_size",
-               ParamType::integer,
-               std::int64_t(512),
-               false,
-               "pixels",
-               2,
-               65536,
-               {},
-               {},
-               "output image side (even); sets the image geometry of the whole pipeline"},
-              {"cell_arcsec", ParamType::number, 2.0, false, "arcsec", 1e-4, 3600, {}, {}, "image pixel size"},
-              {"padding",
-               ParamType::number,
-               1.2,
-               false,
-               "",
-               1,
-               4,
-               {},
-               {},
-               "grid side / image side, before rounding the grid up to an even 2^a 3^b 5^c"},
-              {"oversample",
-               ParamType::integer,
-               std::int64_t(4),
-               false,
-               "",
-               2,
-               16,
-               {},
-               {},
-               "kernel samples per grid cell (even); 4 in all the seeds' data sets"},
-              {"w_planes",
-               ParamType::integer,
-               std::int64_t(0),
-               false,
-               "",
-               0,
-               kMaxPlanes,
-               {},
-               {},
-               "number of w-planes; 0 derives it from the data (at least 16); 1 grids without w-projection"},
-              {"max_conv_size",
-               ParamType::integer,
-               std::int64_t(2000),
-               false,
-               "samples",
-               16,
-               8192,
-               {},
-               {},
-               "cap on the kernel FFT size (OSKAR's 2000): memory and time grow with its square"},
-              {"support_threshold",
-               ParamType::number,
-               1e-3,
-               false,
-               "",
-               1e-7,
-               0.5,
-               {},
-               {},
-               "kernel support edge, relative to the largest kernel peak (plane 0's)"},
-              {"cache_dir",
-               ParamType::path,
-               std::string(".cache/uvflow/kernels"),
-               false,
-               "",
-               {},
-               {},
-               {},
-               {},
-               "directory of cached kernel stacks and FFTW wisdom; an empty string disables the cache"},
-              {"layouts",
-               ParamType::choice,
-               std::string("rows"),
-               false,
-               "",
-               {},
-               {},
-               {"rows", "gpu", "all", "quarter"},
-               {},
-               "derived layouts to build besides the compacted quarter (which grid.serial and grid.atomic read): rows "
-               "for grid.tiled on the cpu, gpu (oerc and nag) for grid.tiled on cuda; a GPU pipeline uploads only "
-               "what is built"}};
-  s.backends = {{"cpu", [] { return std::make_unique<WProj>(); }}};
-  s.concurrency = Concurrency::serial;
-  return s;
-}
-
 }  // namespace uvflow
+
+namespace uvflow::kernels_wproj {
+
+StageSpec spec() { return decl.spec({cpu_backend<WProj>()}); }
+
+}  // namespace uvflow::kernels_wproj

@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "runtime/error.hpp"
-#include "stages/tiles/count.hpp"
-#include "stages/uvw/w_sort.hpp"
+#include "stages/shared/tiles.hpp"
+#include "stages/shared/vis_checks.hpp"
 
-namespace uvflow {
+namespace uvflow::tiles_bucket_sort {
 namespace {
 
 // Chunks of the block, each with its own cursor per tile. Each tile's list holds ascending
@@ -19,14 +19,14 @@ namespace {
 // the limits bound the cursor table (chunks x tiles) and keep chunks large enough to pay.
 constexpr std::size_t kMinChunk = 16384, kMaxChunks = 64, kMaxCursors = std::size_t(1) << 22;
 
-class BucketSort : public Stage {
+class BucketSort : public DeclaredStage<decl> {
  public:
-  void prepare(PrepareContext& pc) override { pinned_ = pc.pinned("buckets"); }
+  void prepare(PrepareContext& pc) override { pinned_ = pc.pinned(buckets.name); }
 
   void process(Context& ctx) override {
-    auto vis = ctx.in<VisBlock>("vis");
-    auto counts = ctx.in<TileCounts>("counts");
-    bucket_sort::check_inputs(*vis, *counts);
+    auto vis = ctx.in(tiles_bucket_sort::vis);
+    auto counts = ctx.in(tiles_bucket_sort::counts);
+    check_inputs(*vis, *counts);
     const std::string block = "block " + std::to_string(vis->index);
     const TileLayout& l = counts->layout;
     const std::size_t tiles = std::size_t(l.count()), n = vis->size();
@@ -83,7 +83,7 @@ class BucketSort : public Stage {
       each_pair(k, [&](std::size_t t, std::size_t i) { entries[next[t]++] = std::int32_t(i); });
     });
     ctx.add_work({.visibilities = double(n)});
-    ctx.emit("buckets", out);
+    ctx.emit(buckets, out);
   }
 
  private:
@@ -92,7 +92,7 @@ class BucketSort : public Stage {
 
 }  // namespace
 
-void bucket_sort::check_inputs(const VisBlock& vis, const TileCounts& counts) {
+void check_inputs(const VisBlock& vis, const TileCounts& counts) {
   check_placed(vis);
   const std::string block = "block " + std::to_string(vis.index);
   if (counts.index != vis.index)
@@ -104,41 +104,6 @@ void bucket_sort::check_inputs(const VisBlock& vis, const TileCounts& counts) {
   if (vis.size() > std::size_t(INT32_MAX)) throw InputError(block + ": more than 2^31 visibilities in one block");
 }
 
-StageSpec tiles_bucket_sort_spec() {
-  StageSpec s;
-  s.type = "tiles.bucket_sort";
-  s.summary = "list, per tile, the visibilities whose footprint meets it, in w-plane order";
-  s.doc =
-      "Bucket sort of a placed block into the tiles of tiles.count: offsets are the exclusive scan of the counts, "
-      "and tile t's entries [offsets[t], offsets[t+1]) are the indices of the visibilities whose footprint meets it "
-      "(visibilities marked off the grid, plane -1, are in no tile). A visibility meeting several tiles is listed "
-      "in each. For a block sorted by uvw.w_sort, a tile's list in index order is in w-plane order, so consecutive "
-      "visibilities of a tile share kernel planes in cache. The active tile range of the counts is passed on. "
-      "cpu: parallel over chunks of the block with per-chunk cursors instead of atomics; each tile's entries "
-      "ascend, and the output is the same whatever the thread count. "
-      "cuda (Listing 5): the offsets are a CUB scan of the counts widened to 64 bits; one thread per visibility, "
-      "in block order, takes a slot in each tile it meets with an atomic on that tile's cursor (a copy of the "
-      "offsets), lanes of a warp meeting the same tile sharing one atomic and taking slots in block order, and "
-      "writes the visibility to `entries` and the tile to `entry_tile` (for gridders that walk all entries in "
-      "order, as NVIDIA's does: 001 memo 3.1; the cpu backend leaves it empty). Across warps the atomics decide, "
-      "so each tile's list is only roughly in w-plane order and may differ from run to run; gridders do not "
-      "depend on the order for correctness. Exact block order would need a stable radix sort of (tile, "
-      "visibility) pairs over every slot allocated: several passes and twice the memory, for an order no gridder "
-      "needs (their atomic write-backs are not deterministic either). The host does not know the total, so "
-      "`entries` and `entry_tile` are allocated for n x (the most tiles a footprint of the block's max_support "
-      "meets in this layout): device memory over-allocated, typically 2-4x, in exchange for no round trip to the "
-      "host; only [0, offsets[count]) is filled. A kernel cannot throw: a slot past its tile's count (counts from "
-      "another block) or past that bound (a support above max_support) is dropped. "
-      "Tested: cpu against a brute-force test of every (visibility, tile) pair and across thread counts; cuda "
-      "against cpu, tile by tile as sets.";
-  s.inputs = {{"vis", kVisBlock, Arity::stream, Residency::backend, "a block placed and w-sorted by uvw.w_sort"},
-              {"counts", kTileCounts, Arity::stream, Residency::backend, "the same block's tile layout and counts"}};
-  s.outputs = {{"buckets", kTileBuckets, Arity::stream, Residency::backend,
-                "per-tile visibility lists, with the block they index and the active tile range"}};
-  s.backends = {{"cpu", [] { return std::make_unique<BucketSort>(); }}};
-  s.backends.push_back(UVFLOW_CUDA_BACKEND(make_bucket_sort_cuda));
-  s.concurrency = Concurrency::parallel;
-  return s;
-}
+StageSpec spec() { return decl.spec({cpu_backend<BucketSort>(), UVFLOW_CUDA_BACKEND(make_cuda)}); }
 
-}  // namespace uvflow
+}  // namespace uvflow::tiles_bucket_sort

@@ -12,11 +12,10 @@
 
 #include "runtime/cuda_check.hpp"
 #include "runtime/error.hpp"
+#include "stages/shared/tiles.hpp"
 #include "stages/tiles/bucket_sort.hpp"
-#include "stages/tiles/count.hpp"
-#include "stages/uvw/w_sort.hpp"
 
-namespace uvflow {
+namespace uvflow::tiles_bucket_sort {
 namespace {
 
 constexpr int kThreads = 256;  // a multiple of the warp: add_to_tiles is warp-collective
@@ -43,14 +42,14 @@ __global__ void scatter(const TileLayout l, const GridCoord* coords, int n, cons
   });
 }
 
-void check(cudaError_t e, const char* what) { device::check(e, "tiles.bucket_sort (cuda)", what); }
+void cuda_check(cudaError_t e, const char* what) { device::check(e, "tiles.bucket_sort (cuda)", what); }
 
-class BucketSortCuda final : public Stage {
+class BucketSortCuda final : public DeclaredStage<decl> {
  public:
   void process(Context& ctx) override {
-    auto vis = ctx.in<VisBlock>("vis");
-    auto counts = ctx.in<TileCounts>("counts");
-    bucket_sort::check_inputs(*vis, *counts);
+    auto vis = ctx.in(tiles_bucket_sort::vis);
+    auto counts = ctx.in(tiles_bucket_sort::counts);
+    check_inputs(*vis, *counts);
     const std::string block = "block " + std::to_string(vis->index);
     const TileLayout& l = counts->layout;
     const int tiles = l.count();
@@ -70,9 +69,9 @@ class BucketSortCuda final : public Stage {
     widen_counts<<<tiles / kThreads + 1, kThreads, 0, raw>>>(counts->counts.data(), tiles, out->offsets.data());
     device::check_launch("tiles.bucket_sort: widen_counts launch");
     std::size_t bytes = 0;
-    check(cub::DeviceScan::ExclusiveSum(nullptr, bytes, out->offsets.data(), tiles + 1, raw), "scan size");
+    cuda_check(cub::DeviceScan::ExclusiveSum(nullptr, bytes, out->offsets.data(), tiles + 1, raw), "scan size");
     auto temp = Array<std::uint8_t>::device(bytes, stream);
-    check(cub::DeviceScan::ExclusiveSum(temp.data(), bytes, out->offsets.data(), tiles + 1, raw), "scan");
+    cuda_check(cub::DeviceScan::ExclusiveSum(temp.data(), bytes, out->offsets.data(), tiles + 1, raw), "scan");
 
     // The host does not know the total, so the entries (and their tiles) take the most it can
     // be: every visibility meeting as many tiles as a footprint of max_support can. Device memory
@@ -92,12 +91,12 @@ class BucketSortCuda final : public Stage {
     // The scratch arrays are released only after the scan and the scatter have used them.
     keep_until(stream.record(), {&temp, &cursor});
     ctx.add_work({.visibilities = double(n)});
-    ctx.emit("buckets", out);
+    ctx.emit(buckets, out);
   }
 };
 
 }  // namespace
 
-std::unique_ptr<Stage> make_bucket_sort_cuda() { return std::make_unique<BucketSortCuda>(); }
+std::unique_ptr<Stage> make_cuda() { return std::make_unique<BucketSortCuda>(); }
 
-}  // namespace uvflow
+}  // namespace uvflow::tiles_bucket_sort

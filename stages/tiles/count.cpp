@@ -5,28 +5,14 @@
 #include <oneapi/tbb/parallel_for.h>
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "runtime/error.hpp"
-#include "stages/uvw/w_sort.hpp"
+#include "stages/shared/tiles.hpp"
+#include "stages/shared/vis_checks.hpp"
 
-namespace uvflow {
-
-TileLayout tile_layout(int u_min, int u_max, int v_min, int v_max, int grid_size, int tile_u, int tile_v) {
-  TileLayout l;
-  l.tile_u = tile_u;
-  l.tile_v = tile_v;
-  const int centre = grid_size / 2;
-  const int edge_u = centre - tile_u / 2, edge_v = centre - tile_v / 2;
-  const int first_u = floor_div(u_min - edge_u, tile_u), first_v = floor_div(v_min - edge_v, tile_v);
-  l.origin_u = edge_u + first_u * tile_u;
-  l.origin_v = edge_v + first_v * tile_v;
-  l.ntiles_u = floor_div(u_max - l.origin_u, tile_u) + 1;
-  l.ntiles_v = floor_div(v_max - l.origin_v, tile_v) + 1;
-  l.centre_u = -first_u;
-  l.centre_v = -first_v;
-  return l;
-}
+namespace uvflow::tiles_count {
 
 namespace {
 
@@ -41,23 +27,17 @@ TileLayout box_layout(const BoundingBox& box, int grid_size, int tile_u, int til
   return l;
 }
 
-class TileCount : public Stage {
+class TileCount : public DeclaredStage<decl> {
  public:
-  void configure(const Params& p) override {
-    tile_u_ = int(p.integer("tile_u"));
-    tile_v_ = int(p.integer("tile_v"));
-  }
-  void prepare(PrepareContext& pc) override { pinned_ = pc.pinned("counts"); }
+  void prepare(PrepareContext& pc) override { pinned_ = pc.pinned(tiles_count::counts.name); }
 
   void process(Context& ctx) override {
-    auto vis = ctx.in<VisBlock>("vis");
-    auto box = ctx.in<BoundingBox>("box");
-    check_placed(*vis);
-    if (box->index != vis->index)
-      throw InputError("box of block " + std::to_string(box->index) + " joined with block " + std::to_string(vis->index));
+    auto vis = ctx.in(tiles_count::vis);
+    auto box = ctx.in(tiles_count::box);
+    check_inputs(*vis, *box);
     auto out = std::make_shared<TileCounts>();
     out->index = vis->index;
-    out->layout = box_layout(*box, vis->grid_size, tile_u_, tile_v_);
+    out->layout = box_layout(*box, vis->grid_size, int(params().tile_u), int(params().tile_v));
     const TileLayout& l = out->layout;
     const std::size_t tiles = std::size_t(l.count());
     out->counts = Array<std::int32_t>::host(tiles, pinned_);
@@ -86,48 +66,23 @@ class TileCount : public Stage {
         for (std::size_t t = r.begin(); t < r.end(); ++t) counts[t] += part[t];
     });
     ctx.add_work({.visibilities = double(vis->size())});
-    ctx.emit("counts", out);
+    ctx.emit(tiles_count::counts, out);
   }
 
  private:
-  int tile_u_ = 64, tile_v_ = 64;
   bool pinned_ = false;
 };
 
 }  // namespace
 
-StageSpec tiles_count_spec() {
-  StageSpec s;
-  s.type = "tiles.count";
-  s.summary = "cover the grid with tiles and count the visibilities meeting each tile";
-  s.doc =
-      "Lays tiles of tile_u x tile_v cells with tile edges at grid_size/2 - tile/2 + k*tile, so that the grid "
-      "centre lies in the middle of tile (centre_u, centre_v) and every block of a stream tiles the grid "
-      "identically (the central box of grid.tiled is then the same cells for every block). Counts, per tile, the "
-      "visibilities whose (2s+1)^2 footprint meets the tile; a visibility near a tile edge counts in each tile it "
-      "meets; visibilities marked outside the grid (plane -1) count nowhere. `active` is the tile range holding "
-      "the block's bounding box. "
-      "cpu: the layout is the smallest covering the bounding box, so every tile is active; parallel over the "
-      "block with per-thread counts. "
-      "cuda: the box is on the device and the host never reads it, so the layout covers the whole grid (origin "
-      "the last tile edge at or below cell 0, the last tile reaching cell grid_size-1) and the box's tiles are "
-      "written to `active` on the device; one thread per visibility adds one to each tile its footprint meets "
-      "with atomics, lanes of a warp meeting the same tile sharing one. A footprint outside the layout (coords from another grid) cannot "
-      "raise an error in a kernel: it is not counted. "
-      "Tested: cpu against a brute-force test of every (visibility, tile) pair, cuda against cpu tile by tile.";
-  s.inputs = {{"vis", kVisBlock, Arity::stream, Residency::backend, "a block placed by uvw.w_sort"},
-              {"box", kBoundingBox, Arity::stream, Residency::backend, "the same block's bounding box"}};
-  s.outputs = {{"counts", kTileCounts, Arity::stream, Residency::backend,
-                "tile layout, per-tile counts and the active tile range"}};
-  s.params = {
-      {.name = "tile_u", .type = ParamType::integer, .def = std::int64_t(64), .unit = "cells", .min = 1, .max = 4096,
-       .doc = "tile width along u; 64 suits the CPU gridder (a 64 x 64 tile of the grid fits in L2)"},
-      {.name = "tile_v", .type = ParamType::integer, .def = std::int64_t(64), .unit = "cells", .min = 1, .max = 4096,
-       .doc = "tile height along v"}};
-  s.backends = {{"cpu", [] { return std::make_unique<TileCount>(); }}};
-  s.backends.push_back(UVFLOW_CUDA_BACKEND(make_tiles_count_cuda));
-  s.concurrency = Concurrency::parallel;
-  return s;
+void check_inputs(const VisBlock& vis, const BoundingBox& box) {
+  check_placed(vis);
+  const std::string block = "block " + std::to_string(vis.index);
+  if (box.index != vis.index) throw InputError("box of block " + std::to_string(box.index) + " joined with " + block);
+  if (box.range.size() != 4)
+    throw InputError(block + ": the bounding box holds " + std::to_string(box.range.size()) + " values, not 4");
 }
 
-}  // namespace uvflow
+StageSpec spec() { return decl.spec({cpu_backend<TileCount>(), UVFLOW_CUDA_BACKEND(make_cuda)}); }
+
+}  // namespace uvflow::tiles_count

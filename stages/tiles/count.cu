@@ -7,10 +7,10 @@
 #include <string>
 
 #include "runtime/error.hpp"
+#include "stages/shared/tiles.hpp"
 #include "stages/tiles/count.hpp"
-#include "stages/uvw/w_sort.hpp"
 
-namespace uvflow {
+namespace uvflow::tiles_count {
 namespace {
 
 constexpr int kThreads = 256;  // a multiple of the warp: add_to_tiles is warp-collective
@@ -36,33 +36,25 @@ __global__ void active_tiles(const TileLayout l, const std::int32_t* box, std::i
   active[3] = tile(box[3], l.origin_v, l.tile_v, l.ntiles_v);
 }
 
-class TileCountCuda final : public Stage {
+class TileCountCuda final : public DeclaredStage<decl> {
  public:
-  void configure(const Params& p) override {
-    tile_u_ = int(p.integer("tile_u"));
-    tile_v_ = int(p.integer("tile_v"));
-  }
-
   void process(Context& ctx) override {
-    auto vis = ctx.in<VisBlock>("vis");
-    auto box = ctx.in<BoundingBox>("box");
-    check_placed(*vis);
+    auto vis = ctx.in(tiles_count::vis);
+    auto box = ctx.in(tiles_count::box);
+    check_inputs(*vis, *box);
     const std::string block = "block " + std::to_string(vis->index);
-    if (box->index != vis->index)
-      throw InputError("box of block " + std::to_string(box->index) + " joined with " + block);
-    if (box->range.size() != 4)
-      throw InputError(block + ": the bounding box holds " + std::to_string(box->range.size()) + " values, not 4");
     if (vis->size() > std::size_t(INT_MAX)) throw InputError(block + ": more than 2^31 visibilities in one block");
     check_on_device(vis->coords, block + " coords");
     check_on_device(box->range, block + " bounding box");
     const int n = int(vis->size()), grid = vis->grid_size;
     auto out = std::make_shared<TileCounts>();
     out->index = vis->index;
-    out->layout = tile_layout(0, grid - 1, 0, grid - 1, grid, tile_u_, tile_v_);
+    const int tile_u = int(params().tile_u), tile_v = int(params().tile_v);
+    out->layout = tile_layout(0, grid - 1, 0, grid - 1, grid, tile_u, tile_v);
     const TileLayout& l = out->layout;
     if (std::int64_t(l.ntiles_u) * l.ntiles_v > INT_MAX)
       throw InputError(block + ": a grid of " + std::to_string(grid) + " cells makes more than 2^31 tiles of " +
-                       std::to_string(tile_u_) + " x " + std::to_string(tile_v_) + ": use larger tiles");
+                       std::to_string(tile_u) + " x " + std::to_string(tile_v) + ": use larger tiles");
 
     const device::Stream& stream = ctx.stream();
     const auto raw = static_cast<cudaStream_t>(stream.native());
@@ -76,15 +68,12 @@ class TileCountCuda final : public Stage {
     active_tiles<<<1, 1, 0, raw>>>(l, box->range.data(), out->active.data());
     device::check_launch("tiles.count: active_tiles launch");
     ctx.add_work({.visibilities = double(n)});
-    ctx.emit("counts", out);
+    ctx.emit(tiles_count::counts, out);
   }
-
- private:
-  int tile_u_ = 64, tile_v_ = 64;
 };
 
 }  // namespace
 
-std::unique_ptr<Stage> make_tiles_count_cuda() { return std::make_unique<TileCountCuda>(); }
+std::unique_ptr<Stage> make_cuda() { return std::make_unique<TileCountCuda>(); }
 
-}  // namespace uvflow
+}  // namespace uvflow::tiles_count

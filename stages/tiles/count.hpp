@@ -1,92 +1,57 @@
-// tiles.count: covers the grid with tiles and counts, per tile, the visibilities whose footprint
-// meets it (NAG memo section 3.3, steps 2 and 3a).
-//
-//   in   vis     VisBlock, stream, backend residency: placed by uvw.w_sort
-//        box     BoundingBox, stream, backend residency: the same block's bounding box
-//   out  counts  TileCounts, stream, backend residency: the tile layout, per-tile counts [tv][tu]
-//                and the active tile range (the box's tiles)
-//   params
-//        tile_u  integer, cells, default 64, range [1, 4096]: tile width along u
-//        tile_v  integer, cells, default 64, range [1, 4096]: tile height along v
-//   backends: cpu  the layout covers the bounding box (parallel within a block)
-//             cuda the layout covers the whole grid (the box is on the device); atomic counts;
-//                  only in a build with CUDA
-//
-// Tile edges sit at centre - tile/2 + k*tile for every block and backend (centre = grid_size/2),
-// so the grid centre is in the middle of one tile and every block tiles the grid the same way.
+// The tile geometry (tile_layout, tiles_met, ...) is shared with tiles.bucket_sort and the tiled
+// gridders: stages/shared/tiles.hpp.
 #pragma once
 
-#include <algorithm>
-#include <cstdint>
 #include <memory>
 
-#include "runtime/host_device.hpp"
 #include "runtime/payloads/tiles.hpp"
-#include "runtime/stage.hpp"
+#include "runtime/payloads/vis.hpp"
+#include "runtime/stage_decl.hpp"
 
-namespace uvflow {
+namespace uvflow::tiles_count {
 
-StageSpec tiles_count_spec();
+inline constexpr In<VisBlock> vis{.name = "vis", .doc = "a block placed by uvw.w_sort"};
+inline constexpr In<BoundingBox> box{.name = "box", .doc = "the same block's bounding box"};
+inline constexpr Out<TileCounts> counts{.name = "counts", .doc = "tile layout, per-tile counts and the active tile range"};
 
-#ifdef UVFLOW_WITH_CUDA
-std::unique_ptr<Stage> make_tiles_count_cuda();  // stages/tiles/count.cu
-#endif
-
-// The smallest layout covering the inclusive cell range [u_min, u_max] x [v_min, v_max] (not
-// empty) whose tile edges sit at grid_size/2 - tile/2 + k*tile.
-TileLayout tile_layout(int u_min, int u_max, int v_min, int v_max, int grid_size, int tile_u, int tile_v);
-
-// Inclusive ranges of tile indices that one visibility's footprint meets.
-struct TileSpan {
-  int tu0, tu1, tv0, tv1;
-  UVFLOW_HD bool within(const TileLayout& l) const {
-    return tu0 >= 0 && tv0 >= 0 && tu1 < l.ntiles_u && tv1 < l.ntiles_v;
-  }
+struct Params {
+  std::int64_t tile_u = 64;
+  std::int64_t tile_v = 64;
 };
 
-UVFLOW_HD inline int floor_div(int a, int b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }
+inline const StageDecl<Params> decl{
+    .type = "tiles.count",
+    .summary = "cover the grid with tiles and count the visibilities meeting each tile",
+    .doc = "Lays tiles of tile_u x tile_v cells with tile edges at grid_size/2 - tile/2 + k*tile, so that the grid "
+    "centre lies in the middle of tile (centre_u, centre_v) and every block of a stream tiles the grid "
+    "identically (the central box of grid.tiled is then the same cells for every block). Counts, per tile, the "
+    "visibilities whose (2s+1)^2 footprint meets the tile; a visibility near a tile edge counts in each tile it "
+    "meets; visibilities marked outside the grid (plane -1) count nowhere. `active` is the tile range holding "
+    "the block's bounding box. "
+    "cpu: the layout is the smallest covering the bounding box, so every tile is active; parallel over the "
+    "block with per-thread counts. "
+    "cuda: the box is on the device and the host never reads it, so the layout covers the whole grid (origin "
+    "the last tile edge at or below cell 0, the last tile reaching cell grid_size-1) and the box's tiles are "
+    "written to `active` on the device; one thread per visibility adds one to each tile its footprint meets "
+    "with atomics, lanes of a warp meeting the same tile sharing one. A footprint outside the layout (coords from another grid) cannot "
+    "raise an error in a kernel: it is not counted. "
+    "Tested: cpu against a brute-force test of every (visibility, tile) pair, cuda against cpu tile by tile.",
+    .inputs = {vis, box},
+    .outputs = {counts},
+    .params = {{&Params::tile_u,
+                {.name = "tile_u", .unit = "cells", .min = 1, .max = 4096,
+                 .doc = "tile width along u; 64 suits the CPU gridder (a 64 x 64 tile of the grid fits in L2)"}},
+               {&Params::tile_v, {.name = "tile_v", .unit = "cells", .min = 1, .max = 4096, .doc = "tile height along v"}}},
+    .concurrency = Concurrency::parallel,
+};
 
-UVFLOW_HD inline TileSpan tiles_met(const TileLayout& l, const GridCoord& c) {
-  return {floor_div(c.u - c.support - l.origin_u, l.tile_u), floor_div(c.u + c.support - l.origin_u, l.tile_u),
-          floor_div(c.v - c.support - l.origin_v, l.tile_v), floor_div(c.v + c.support - l.origin_v, l.tile_v)};
-}
-
-// The most tiles a footprint of half-width `support` can meet in layout l: 2s+1 cells starting on
-// the last cell of a tile span (tile + 2s - 1)/tile + 1 tiles along an axis.
-inline std::int64_t max_tiles_met(const TileLayout& l, int support) {
-  const auto along = [&](int tile, int ntiles) {
-    return std::min<std::int64_t>((tile + 2 * support - 1) / tile + 1, ntiles);
-  };
-  return along(l.tile_u, l.ntiles_u) * along(l.tile_v, l.ntiles_v);
-}
-
-#ifdef __CUDACC__
-// The per-tile counter update of the cuda backends of tiles.count and tiles.bucket_sort.
-// Warp-collective (every lane of a full warp calls it): for each tile that footprint `c` meets
-// (none unless `placed`), adds one to counter[tile] and calls at(tile, slot), slot being the
-// counter's value before this lane's add. Lanes adding to one tile in the same step share one
-// atomic and take consecutive slots in lane order: the short baselines put many of a warp's
-// visibilities into the central tiles, where one atomic each would serialise on one address.
-// A footprint that leaves the layout (coords from another block or grid) is skipped: a kernel
-// cannot throw.
-template <class Count, class At>
-__device__ void add_to_tiles(const TileLayout& l, const GridCoord& c, bool placed, Count* counter, At&& at) {
-  const TileSpan s = tiles_met(l, c);
-  const int width = s.tu1 - s.tu0 + 1;
-  const int m = placed && s.within(l) ? width * (s.tv1 - s.tv0 + 1) : 0;
-  const unsigned lane = threadIdx.x % 32, below = (1u << lane) - 1;
-  for (int k = 0; __any_sync(~0u, k < m); ++k) {
-    const bool has = k < m;
-    const int tile = has ? (s.tv0 + k / width) * l.ntiles_u + s.tu0 + k % width : -1;
-    const unsigned peers = __match_any_sync(~0u, tile);
-    if (!has) continue;
-    const int leader = __ffs(peers) - 1;
-    Count base = 0;
-    if (int(lane) == leader) base = atomicAdd(counter + tile, Count(__popc(peers)));
-    base = __shfl_sync(peers, base, leader);
-    at(tile, base + Count(__popc(peers & below)));
-  }
-}
+StageSpec spec();
+#ifdef UVFLOW_WITH_CUDA
+std::unique_ptr<Stage> make_cuda();  // stages/tiles/count.cu
 #endif
 
-}  // namespace uvflow
+// The checks both backends make: a placed block, its own bounding box of 4 values. Throws
+// InputError naming the block.
+void check_inputs(const VisBlock& vis, const BoundingBox& box);
+
+}  // namespace uvflow::tiles_count

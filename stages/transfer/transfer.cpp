@@ -3,42 +3,35 @@
 namespace uvflow {
 namespace {
 
-class Transfer : public Stage {
+// Both directions: the payload's arrays moved to `to` on the stage's stream, the bytes counted.
+template <const auto& decl, const PortSpec& in_data, const PortSpec& out_data, Location to>
+class Transfer : public DeclaredStage<decl> {
  public:
-  explicit Transfer(Location to) : to_(to) {}
   void process(Context& ctx) override {
-    auto in = ctx.input("data");
-    auto out = in->moved_to(to_, ctx.stream(), /*pinned=*/true);
+    auto in = ctx.input(in_data.name);
+    auto out = in->moved_to(to, ctx.stream(), /*pinned=*/true);
     Work w;
-    (to_ == Location::device ? w.bytes_h2d : w.bytes_d2h) = double(in->bytes());
+    (to == Location::device ? w.bytes_h2d : w.bytes_d2h) = double(in->bytes());
     ctx.add_work(w);
-    ctx.emit("data", out);
+    ctx.emit(out_data.name, out);
   }
-
- private:
-  Location to_;
 };
 
-StageSpec spec(Location to) {
-  const bool up = to == Location::device;
-  StageSpec s;
-  s.type = up ? "transfer.to_device" : "transfer.to_host";
-  s.summary = up ? "copy a payload from host to device memory (one asynchronous upload)"
-                 : "copy a payload from device to pinned host memory (one asynchronous download)";
-  s.doc = "Every array of the payload is copied on the stage's CUDA stream; the copy is ordered after the "
-          "payload's last writer and later readers wait on its event. Bytes moved are counted in the run "
-          "report. Inserted by the planner where needed unless run.transfers is explicit.";
-  s.inputs = {{"data", kAnyPayload, Arity::stream, up ? Residency::host : Residency::device, "payload to copy"}};
-  s.outputs = {{"data", kAnyPayload, Arity::stream, up ? Residency::device : Residency::host,
-                "the same payload at its new location"}};
-  s.backends = {{"cuda", [to] { return std::make_unique<Transfer>(to); }}};
-  s.concurrency = Concurrency::serial;
-  return s;
+template <class S>
+BackendSpec cuda_backend() {
+  return {"cuda", [] { return std::unique_ptr<Stage>(std::make_unique<S>()); }};
 }
 
 }  // namespace
 
-StageSpec transfer_to_device_spec() { return spec(Location::device); }
-StageSpec transfer_to_host_spec() { return spec(Location::host); }
+StageSpec transfer_to_device::spec() {
+  using namespace transfer_to_device;
+  return decl.spec({cuda_backend<Transfer<decl, in_data, out_data, Location::device>>()});
+}
+
+StageSpec transfer_to_host::spec() {
+  using namespace transfer_to_host;
+  return decl.spec({cuda_backend<Transfer<decl, in_data, out_data, Location::host>>()});
+}
 
 }  // namespace uvflow

@@ -7,9 +7,9 @@
 #include <climits>
 
 #include "runtime/payloads/tiles.hpp"
-#include "stages/uvw/w_sort.hpp"
+#include "stages/shared/vis_checks.hpp"
 
-namespace uvflow {
+namespace uvflow::uvw_bounding_box {
 namespace {
 
 struct Extent {
@@ -19,10 +19,10 @@ struct Extent {
   }
 };
 
-class BoundingBoxStage : public Stage {
+class BoundingBoxStage : public DeclaredStage<decl> {
  public:
   void process(Context& ctx) override {
-    auto vis = ctx.in<VisBlock>("vis");
+    auto vis = ctx.in(uvw_bounding_box::vis);
     check_placed(*vis);
     const GridCoord* c = vis->coords.host_data();
     const Extent e = tbb::parallel_reduce(
@@ -45,32 +45,12 @@ class BoundingBoxStage : public Stage {
     const std::int32_t r[4] = {none ? 1 : e.u_min, none ? 0 : e.u_max, none ? 1 : e.v_min, none ? 0 : e.v_max};
     std::copy(r, r + 4, box->range.begin());
     ctx.add_work({.visibilities = double(vis->size())});
-    ctx.emit("box", box);
+    ctx.emit(uvw_bounding_box::box, box);
   }
 };
 
 }  // namespace
 
-StageSpec uvw_bounding_box_spec() {
-  StageSpec s;
-  s.type = "uvw.bounding_box";
-  s.summary = "the inclusive range of grid cells a placed block's footprints touch";
-  s.doc =
-      "For a block placed by uvw.w_sort, the smallest box of grid cells holding every footprint of a visibility "
-      "on the grid (cell +- support of its w-plane, inclusive; visibilities marked off the grid, plane -1, are "
-      "left out): the active grid that tiles.count covers with tiles. A block with no visibility on the grid "
-      "gives the empty box [1, 0, 1, 0]. "
-      "cpu: a parallel reduction over the block. "
-      "cuda: each thread block reduces 4096 visibilities and folds its extent into the device-resident box with "
-      "atomicMin/atomicMax, from INT_MAX/INT_MIN sentinels that a last one-thread kernel turns into the empty "
-      "box if nothing was found; the host never reads the box. "
-      "Tested: cpu against a plain loop over the block, cuda against cpu.";
-  s.inputs = {{"vis", kVisBlock, Arity::stream, Residency::backend, "a block placed by uvw.w_sort"}};
-  s.outputs = {{"box", kBoundingBox, Arity::stream, Residency::backend, "inclusive cell range of all footprints"}};
-  s.backends = {{"cpu", [] { return std::make_unique<BoundingBoxStage>(); }}};
-  s.backends.push_back(UVFLOW_CUDA_BACKEND(make_bounding_box_cuda));
-  s.concurrency = Concurrency::parallel;
-  return s;
-}
+StageSpec spec() { return decl.spec({cpu_backend<BoundingBoxStage>(), UVFLOW_CUDA_BACKEND(make_cuda)}); }
 
-}  // namespace uvflow
+}  // namespace uvflow::uvw_bounding_box

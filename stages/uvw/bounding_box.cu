@@ -11,9 +11,9 @@
 #include "runtime/error.hpp"
 #include "runtime/payloads/tiles.hpp"
 #include "stages/uvw/bounding_box.hpp"
-#include "stages/uvw/w_sort.hpp"
+#include "stages/shared/vis_checks.hpp"
 
-namespace uvflow {
+namespace uvflow::uvw_bounding_box {
 namespace {
 
 constexpr int kThreads = 256, kPerThread = 16;  // 4096 visibilities per thread block
@@ -53,10 +53,10 @@ __global__ void finish_box(std::int32_t* range) {
   if (range[0] > range[1]) range[0] = 1, range[1] = 0, range[2] = 1, range[3] = 0;
 }
 
-class BoundingBoxCuda final : public Stage {
+class BoundingBoxCuda final : public DeclaredStage<decl> {
  public:
   void process(Context& ctx) override {
-    auto vis = ctx.in<VisBlock>("vis");
+    auto vis = ctx.in(uvw_bounding_box::vis);
     check_placed(*vis);
     const std::string block = "block " + std::to_string(vis->index);
     if (vis->size() > std::size_t(INT_MAX)) throw InputError(block + ": more than 2^31 visibilities in one block");
@@ -77,12 +77,12 @@ class BoundingBoxCuda final : public Stage {
     finish_box<<<1, 1, 0, raw>>>(box->range.data());
     device::check_launch("uvw.bounding_box: finish_box launch");
     ctx.add_work({.visibilities = double(n)});
-    ctx.emit("box", box);
+    ctx.emit(uvw_bounding_box::box, box);
   }
 };
 
 }  // namespace
 
-std::unique_ptr<Stage> make_bounding_box_cuda() { return std::make_unique<BoundingBoxCuda>(); }
+std::unique_ptr<Stage> make_cuda() { return std::make_unique<BoundingBoxCuda>(); }
 
-}  // namespace uvflow
+}  // namespace uvflow::uvw_bounding_box

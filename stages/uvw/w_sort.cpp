@@ -8,48 +8,10 @@
 #include <vector>
 
 #include "runtime/error.hpp"
+#include "stages/shared/placement.hpp"
+#include "stages/shared/vis_checks.hpp"
 
-namespace uvflow {
-
-Placement Placement::of(const KernelStack& ks) {
-  Placement p{ks.geom.scale(), ks.w_scale, ks.geom.grid_size, ks.planes, ks.oversample};
-  auto bad = [](const std::string& why) { throw InputError("kernel stack: " + why); };
-  if (p.grid_size <= 0 || p.grid_size % 2) bad("grid_size must be even and positive, is " + std::to_string(p.grid_size));
-  if (!(ks.geom.cell_rad > 0 && std::isfinite(ks.geom.cell_rad)))
-    bad("cell_rad must be finite and positive, is " + std::to_string(ks.geom.cell_rad));
-  // GridCoord holds the offsets in 8 bits and the plane and support in 16.
-  if (p.oversample < 2 || p.oversample % 2 || p.oversample > 254)
-    bad("oversample must be even, in [2, 254], is " + std::to_string(p.oversample));
-  if (p.planes < 1 || p.planes > INT16_MAX) bad("planes must be in [1, 32767], is " + std::to_string(p.planes));
-  if (std::int64_t(ks.support.size()) != p.planes)
-    bad("support has " + std::to_string(ks.support.size()) + " values for " + std::to_string(p.planes) + " planes");
-  if (!(p.w_scale >= 0 && std::isfinite(p.w_scale))) bad("w_scale must be finite and >= 0, is " + std::to_string(p.w_scale));
-  // The supports are checked where they are readable; a device stack's were checked on the host.
-  if (ks.support.location() == Location::host)
-    for (int i = 0; i < p.planes; ++i)
-      if (ks.support[i] < 0 || 2 * std::int64_t(ks.support[i]) + 1 > p.grid_size || ks.support[i] > INT16_MAX)
-        bad("support of plane " + std::to_string(i) + " is " + std::to_string(ks.support[i]) + ", the grid has " +
-            std::to_string(p.grid_size) + " cells");
-  return p;
-}
-
-void check_arrays(const VisBlock& b) {
-  auto check = [&](const ArrayBase& a, const char* name) {
-    if (a.size() != b.size())
-      throw InputError("block " + std::to_string(b.index) + ": " + name + " has " + std::to_string(a.size()) + " values for " +
-                       std::to_string(b.size()) + " visibilities");
-  };
-  check(b.uu, "uu");
-  check(b.vv, "vv");
-  check(b.ww, "ww");
-  check(b.weight, "weight");
-}
-
-void check_placed(const VisBlock& b) {
-  if (!b.placed())
-    throw InputError("block " + std::to_string(b.index) + " is not placed (coords has " + std::to_string(b.coords.size()) +
-                     " entries for " + std::to_string(b.size()) + " visibilities): feed it through uvw.w_sort first");
-}
+namespace uvflow::uvw_w_sort {
 
 namespace {
 
@@ -57,13 +19,13 @@ namespace {
 // depend on the chunking; the size only trades histogram work (chunks x planes) for parallelism.
 constexpr std::size_t kChunk = 16384;
 
-class WSort : public Stage {
+class WSort : public DeclaredStage<decl> {
  public:
-  void prepare(PrepareContext& pc) override { pinned_ = pc.pinned("vis"); }
+  void prepare(PrepareContext& pc) override { pinned_ = pc.pinned(vis_out.name); }
 
   void process(Context& ctx) override {
-    auto in = ctx.in<VisBlock>("vis");
-    auto ks = ctx.in<KernelStack>("kernels");
+    auto in = ctx.in(vis_in);
+    auto ks = ctx.in(kernels);
     const std::size_t n = in->size();
     check_arrays(*in);
     const Placement placement = Placement::of(*ks);
@@ -132,7 +94,7 @@ class WSort : public Stage {
       }
     });
     ctx.add_work({.visibilities = double(n)});
-    ctx.emit("vis", out);
+    ctx.emit(vis_out, out);
   }
 
  private:
@@ -141,37 +103,6 @@ class WSort : public Stage {
 
 }  // namespace
 
-StageSpec uvw_w_sort_spec() {
-  StageSpec s;
-  s.type = "uvw.w_sort";
-  s.summary = "place visibilities on the grid once and sort each block by w-plane";
-  s.doc =
-      "Computes, once per visibility, where it lands on the grid of the kernel stack (DESIGN.md conventions: "
-      "pos_u = -uu*scale, pos_v = vv*scale, cell = round(pos) + grid_size/2, plane = round(sqrt(|ww|*w_scale)) "
-      "clamped to the last plane, sub-cell offsets round((round(pos) - pos)*oversample), kernel conjugated "
-      "when ww > 0) and stores it in the block's `coords` with the plane's support, so later stages never "
-      "recompute it. The block is reordered by w-plane with a stable sort: every array (uu, vv, ww, vis, weight, "
-      "coords) moves; the optional per-row arrays (antenna1, antenna2, channel, time) are left empty. "
-      "cpu: a counting sort, parallel over chunks of the block (the output does not depend on the thread count); "
-      "visibilities whose (2s+1)^2 footprint would leave the grid are removed and counted in `skipped`; "
-      "non-finite uvw stops the run with an error naming the visibility. "
-      "cuda: a CUB radix sort of (plane, index) pairs on the device, keys only as wide as the plane count needs; "
-      "the host never reads the block, so it cannot size a smaller one: visibilities off the grid stay, sorted "
-      "after the last plane in input order, with coords.plane = -1, and every consumer skips them (gridders count "
-      "them as skipped); `skipped` is the input's. A kernel cannot raise an error, so non-finite uvw is treated "
-      "as off the grid. The visibilities on the grid come out in the cpu backend's order with identical coords. "
-      "Tested: cpu against an independent double-precision placement, including visibilities just inside and "
-      "just outside the grid edges and rounding ties; cuda against cpu on random and edge cases.";
-  s.inputs = {{"vis", kVisBlock, Arity::stream, Residency::backend, "raw visibilities (uu, vv, ww in wavelengths)"},
-              {"kernels", kKernelStack, Arity::once, Residency::backend,
-               "kernel stack: grid geometry, oversample, w_scale and per-plane supports"}};
-  s.outputs = {{"vis", kVisBlock, Arity::stream, Residency::backend,
-                "the block with coords set, sorted by w-plane; off-grid visibilities removed and counted (cpu) or "
-                "last with plane -1 (cuda)"}};
-  s.backends = {{"cpu", [] { return std::make_unique<WSort>(); }}};
-  s.backends.push_back(UVFLOW_CUDA_BACKEND(make_w_sort_cuda));
-  s.concurrency = Concurrency::parallel;
-  return s;
-}
+StageSpec spec() { return decl.spec({cpu_backend<WSort>(), UVFLOW_CUDA_BACKEND(make_cuda)}); }
 
-}  // namespace uvflow
+}  // namespace uvflow::uvw_w_sort

@@ -11,9 +11,11 @@
 
 #include "runtime/cuda_check.hpp"
 #include "runtime/error.hpp"
+#include "stages/shared/placement.hpp"
+#include "stages/shared/vis_checks.hpp"
 #include "stages/uvw/w_sort.hpp"
 
-namespace uvflow {
+namespace uvflow::uvw_w_sort {
 namespace {
 
 constexpr int kThreads = 256;
@@ -58,13 +60,13 @@ __global__ void gather(const Placement p, const std::int32_t* support, const std
   out.coords[d] = c;
 }
 
-void check(cudaError_t e, const char* what) { device::check(e, "uvw.w_sort (cuda)", what); }
+void cuda_check(cudaError_t e, const char* what) { device::check(e, "uvw.w_sort (cuda)", what); }
 
-class WSortCuda final : public Stage {
+class WSortCuda final : public DeclaredStage<decl> {
  public:
   void process(Context& ctx) override {
-    auto in = ctx.in<VisBlock>("vis");
-    auto ks = ctx.in<KernelStack>("kernels");
+    auto in = ctx.in(vis_in);
+    auto ks = ctx.in(kernels);
     check_arrays(*in);
     const Placement placement = Placement::of(*ks);
     const std::string block = "block " + std::to_string(in->index);
@@ -104,9 +106,9 @@ class WSortCuda final : public Stage {
       cub::DoubleBuffer<Key> keys(keys_a.data(), keys_b.data());
       cub::DoubleBuffer<std::int32_t> order(order_a.data(), order_b.data());
       std::size_t bytes = 0;
-      check(cub::DeviceRadixSort::SortPairs(nullptr, bytes, keys, order, n, 0, end_bit, raw), "radix sort size");
+      cuda_check(cub::DeviceRadixSort::SortPairs(nullptr, bytes, keys, order, n, 0, end_bit, raw), "radix sort size");
       auto temp = Array<std::uint8_t>::device(bytes, stream);
-      check(cub::DeviceRadixSort::SortPairs(temp.data(), bytes, keys, order, n, 0, end_bit, raw), "radix sort");
+      cuda_check(cub::DeviceRadixSort::SortPairs(temp.data(), bytes, keys, order, n, 0, end_bit, raw), "radix sort");
       const Columns cols{in->uu.data(), in->vv.data(), in->ww.data(), in->weight.data(),
                          reinterpret_cast<const float2*>(in->vis.data())};
       const OutColumns out_cols{out->uu.data(), out->vv.data(), out->ww.data(), out->weight.data(),
@@ -118,12 +120,12 @@ class WSortCuda final : public Stage {
       keep_until(stream.record(), {&keys_a, &keys_b, &order_a, &order_b, &temp});
     }
     ctx.add_work({.visibilities = double(n)});
-    ctx.emit("vis", out);
+    ctx.emit(vis_out, out);
   }
 };
 
 }  // namespace
 
-std::unique_ptr<Stage> make_w_sort_cuda() { return std::make_unique<WSortCuda>(); }
+std::unique_ptr<Stage> make_cuda() { return std::make_unique<WSortCuda>(); }
 
-}  // namespace uvflow
+}  // namespace uvflow::uvw_w_sort

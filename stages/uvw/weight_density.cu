@@ -8,9 +8,10 @@
 
 #include "runtime/cuda_check.hpp"
 #include "runtime/error.hpp"
+#include "stages/shared/weighting.hpp"
 #include "stages/uvw/weight_density.hpp"
 
-namespace uvflow {
+namespace uvflow::uvw_weight_density {
 namespace {
 
 constexpr int kThreads = 256;
@@ -52,21 +53,19 @@ __global__ void __launch_bounds__(kThreads) sum_of_squares(const double* cells, 
   block_add(sum, out);
 }
 
-class WeightDensityCuda final : public Stage {
+class WeightDensityCuda final : public DeclaredStage<decl> {
  public:
-  void configure(const Params& p) override { padding_ = p.number("padding"); }
-
   void prepare(PrepareContext& pc) override {
     if (pc.dry_run) return;
     max_blocks_ = device::resident_blocks(reinterpret_cast<const void*>(accumulate), kThreads);
   }
 
   void process(Context& ctx) override {
-    auto vis = ctx.in<VisBlock>("vis");
+    auto vis = ctx.in(uvw_weight_density::vis);
     weighting::check_block(*vis, Location::device);
     const device::Stream& stream = ctx.stream();
     if (!density_) {
-      allocate_density(*ctx.in<KernelStack>("kernels"), stream);
+      allocate_density(*ctx.in(kernels), stream);
       density_->obs = vis->obs;
     }
     const std::int64_t n = std::int64_t(vis->size());
@@ -82,7 +81,7 @@ class WeightDensityCuda final : public Stage {
 
   void finish(Context& ctx) override {
     const device::Stream& stream = ctx.stream();
-    if (!density_) allocate_density(*ctx.in<KernelStack>("kernels"), stream);
+    if (!density_) allocate_density(*ctx.in(kernels), stream);
     const std::int64_t n = std::int64_t(density_->cells.size());
     sum_of_squares<<<blocks(n), kThreads, 0, static_cast<cudaStream_t>(stream.native())>>>(
         density_->cells.data(), n, density_->totals.data() + 1);
@@ -93,13 +92,13 @@ class WeightDensityCuda final : public Stage {
     stream.synchronize();
     if (rejected)
       throw InputError(std::to_string(rejected) + " visibilities have a non-finite uv or weight or a negative weight");
-    ctx.emit("density", std::move(density_));
+    ctx.emit(density, std::move(density_));
   }
 
  private:
   void allocate_density(const KernelStack& ks, const device::Stream& stream) {
     density_ = std::make_shared<WeightDensity>();
-    density_->geom = weighting::weight_grid(ks, padding_);
+    density_->geom = weighting::weight_grid(ks, params().padding);
     density_->cells = Array<double>::device(std::size_t(density_->geom.cells()), stream);
     device::memset_zero(density_->cells.data(), density_->cells.bytes(), stream);
     density_->totals = Array<double>::device(2, stream);
@@ -111,7 +110,6 @@ class WeightDensityCuda final : public Stage {
     return unsigned(std::min<std::int64_t>((n + kThreads - 1) / kThreads, max_blocks_));
   }
 
-  double padding_ = 1.2;
   int max_blocks_ = 1;
   std::shared_ptr<WeightDensity> density_;
   Array<unsigned long long> rejected_;
@@ -119,6 +117,6 @@ class WeightDensityCuda final : public Stage {
 
 }  // namespace
 
-std::unique_ptr<Stage> make_weight_density_cuda() { return std::make_unique<WeightDensityCuda>(); }
+std::unique_ptr<Stage> make_cuda() { return std::make_unique<WeightDensityCuda>(); }
 
-}  // namespace uvflow
+}  // namespace uvflow::uvw_weight_density

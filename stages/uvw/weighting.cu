@@ -9,10 +9,10 @@
 #include <string>
 
 #include "runtime/cuda_check.hpp"
-#include "stages/uvw/weight_density.hpp"
+#include "stages/shared/weighting.hpp"
 #include "stages/uvw/weighting.hpp"
 
-namespace uvflow {
+namespace uvflow::uvw_weighting {
 namespace {
 
 constexpr int kThreads = 256;
@@ -43,9 +43,9 @@ __global__ void apply(const WeightGridGeometry g, std::int64_t n, const float* u
     out[i] = weighting::imaging_weight(weight[i], weight_cell(g, uu[i], vv[i]), cell_weights);
 }
 
-class WeightingCuda final : public Stage {
+class WeightingCuda final : public DeclaredStage<decl> {
  public:
-  void configure(const Params& p) override { s_ = weighting::Settings::of(p); }
+  void check(const Params& p) override { s_ = weighting::Settings::of(p); }
 
   void prepare(PrepareContext& pc) override {
     if (pc.dry_run) return;
@@ -53,7 +53,7 @@ class WeightingCuda final : public Stage {
   }
 
   void process(Context& ctx) override {
-    auto vis = ctx.in<VisBlock>("vis");
+    auto vis = ctx.in(vis_in);
     weighting::check_block(*vis, Location::device);
     auto out = std::make_shared<VisBlock>(*vis);
     if (s_.mode != weighting::Mode::natural) {
@@ -70,7 +70,7 @@ class WeightingCuda final : public Stage {
       }
     }
     ctx.add_work({.visibilities = double(vis->size())});
-    ctx.emit("vis", out);
+    ctx.emit(vis_out, out);
   }
 
  private:
@@ -110,6 +110,6 @@ class WeightingCuda final : public Stage {
 
 }  // namespace
 
-std::unique_ptr<Stage> make_weighting_cuda() { return std::make_unique<WeightingCuda>(); }
+std::unique_ptr<Stage> make_cuda() { return std::make_unique<WeightingCuda>(); }
 
-}  // namespace uvflow
+}  // namespace uvflow::uvw_weighting

@@ -65,7 +65,7 @@ std::shared_ptr<Image> uniform(int nx, int ny, std::mt19937& rng, float lo, floa
 }
 
 ImagePtr simulated(int nx, int ny, int count, int index, int seed) {
-  StageHarness h(simulate_frames_spec(), "cpu",
+  StageHarness h(io_simulate_frames::spec(), "cpu",
                  {{"width", std::int64_t(nx)}, {"height", std::int64_t(ny)}, {"count", std::int64_t(count)},
                   {"seed", std::int64_t(seed)}});
   h.run_source();
@@ -73,7 +73,7 @@ ImagePtr simulated(int nx, int ny, int count, int index, int seed) {
 }
 
 ImagePtr model_psf(int kx, int ky) {
-  StageHarness h(psf_spec(), "cpu", {{"size_x", std::int64_t(kx)}, {"size_y", std::int64_t(ky)}});
+  StageHarness h(image_psf::spec(), "cpu", {{"size_x", std::int64_t(kx)}, {"size_y", std::int64_t(ky)}});
   h.run_source();
   return h.output<Image>("psf");
 }

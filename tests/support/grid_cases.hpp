@@ -14,7 +14,7 @@
 
 #include "runtime/harness.hpp"
 #include "runtime/payloads/kernels.hpp"
-#include "stages/kernels/layouts.hpp"
+#include "stages/shared/layouts.hpp"
 
 namespace uvflow::test {
 

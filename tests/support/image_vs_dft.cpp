@@ -8,6 +8,7 @@
 #include "graph/executor.hpp"
 #include "graph/pipeline.hpp"
 #include "runtime/harness.hpp"
+#include "stages/builtin.hpp"
 #include "stages/io/simulate.hpp"
 #include "tests/support/dft.hpp"
 #include "tests/support/fits_read.hpp"
@@ -76,7 +77,7 @@ ImageVsDft image_vs_dft(const ImagingSetup& setup, const std::vector<PointSource
   for (auto& s : sky)
     recs.push_back({{"l_deg", -s.dx * setup.cell_arcsec / 3600}, {"m_deg", s.dy * setup.cell_arcsec / 3600}, {"flux_jy", s.flux}});
   sim_params["sky"] = recs;
-  StageHarness sim(io_simulate_spec(), "cpu", sim_params);
+  StageHarness sim(io_simulate::spec(), "cpu", sim_params);
   sim.run_source();
   std::vector<std::shared_ptr<const VisBlock>> blocks;
   for (auto& p : sim.outputs("vis")) blocks.push_back(std::dynamic_pointer_cast<const VisBlock>(p));

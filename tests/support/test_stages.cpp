@@ -1,11 +1,13 @@
 #include "tests/support/test_stages.hpp"
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <thread>
 
 #include "runtime/error.hpp"
+#include "runtime/stage_decl.hpp"
 
 namespace uvflow::test {
 
@@ -24,150 +26,182 @@ std::shared_ptr<Numbers> numbers(std::int64_t index, size_t n, double value) {
   return p;
 }
 
-class Source : public Stage {
+// Each test stage's declaration, then its backend. Every port carries Numbers in host memory.
+template <Arity a = Arity::stream>
+constexpr In<Numbers> numbers_in(std::string_view name) {
+  return {.name = name, .arity = a, .residency = Residency::host, .doc = "numbers"};
+}
+template <Arity a = Arity::stream>
+constexpr Out<Numbers> numbers_out(std::string_view name) {
+  return {.name = name, .arity = a, .residency = Residency::host, .doc = "numbers"};
+}
+
+namespace source {
+inline constexpr Out<Numbers> out = numbers_out("out");
+struct Params {
+  std::int64_t n = 10;
+  std::int64_t size = 4;
+  std::int64_t delay_ms = 0;
+  bool fail_on_open = false;
+};
+const StageDecl<Params> decl{
+    .type = "test.source",
+    .summary = "emit n blocks of `size` copies of the block index",
+    .outputs = {out},
+    .params = {{&Params::n, {.name = "n", .min = 0, .max = 1e6, .doc = "items"}},
+               {&Params::size, {.name = "size", .min = 1, .max = 1e6, .doc = "values per item"}},
+               {&Params::delay_ms, {.name = "delay_ms", .unit = "ms", .min = 0, .max = 1e4, .doc = "sleep per item"}},
+               {&Params::fail_on_open, {.name = "fail_on_open", .doc = "fail in prepare"}}},
+};
+}  // namespace source
+
+class Source : public DeclaredStage<source::decl> {
  public:
-  void configure(const Params& p) override {
-    n_ = p.integer("n");
-    size_ = p.integer("size");
-    delay_ms_ = p.integer("delay_ms");
-    fail_ = p.boolean("fail_on_open");
-  }
   void prepare(PrepareContext& ctx) override {
-    if (fail_ && !ctx.dry_run) throw InputError("test.source: cannot open the test input (column TEST)");
+    if (params().fail_on_open && !ctx.dry_run) throw InputError("test.source: cannot open the test input (column TEST)");
   }
-  std::int64_t stream_length() const override { return n_; }
+  std::int64_t stream_length() const override { return params().n; }
   void process(Context& ctx) override {
-    if (delay_ms_) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms_));
-    ctx.emit("out", numbers(ctx.item(), size_t(size_), double(ctx.item())));
+    if (params().delay_ms) std::this_thread::sleep_for(std::chrono::milliseconds(params().delay_ms));
+    ctx.emit(source::out, numbers(ctx.item(), size_t(params().size), double(ctx.item())));
   }
-
- private:
-  std::int64_t n_ = 0, size_ = 0, delay_ms_ = 0;
-  bool fail_ = false;
 };
 
-class Scale : public Stage {
+namespace scale {
+inline constexpr In<Numbers> in = numbers_in("in");
+inline constexpr Out<Numbers> out = numbers_out("out");
+struct Params {
+  double factor = 2.0;
+};
+const StageDecl<Params> decl{
+    .type = "test.scale",
+    .summary = "multiply every value by a factor",
+    .inputs = {in},
+    .outputs = {out},
+    .params = {{&Params::factor, {.name = "factor", .min = -100, .max = 100, .doc = "the factor"}}},
+    .concurrency = Concurrency::parallel,
+};
+}  // namespace scale
+
+class Scale : public DeclaredStage<scale::decl> {
  public:
-  void configure(const Params& p) override { f_ = p.number("factor"); }
   void process(Context& ctx) override {
-    auto in = ctx.in<Numbers>("in");
+    auto in = ctx.in(scale::in);
     auto out = numbers(in->index, in->values.size(), 0);
-    for (size_t i = 0; i < in->values.size(); ++i) out->values[i] = in->values[i] * f_;
-    ctx.emit("out", out);
+    for (size_t i = 0; i < in->values.size(); ++i) out->values[i] = in->values[i] * params().factor;
+    ctx.emit(scale::out, out);
   }
-
- private:
-  double f_ = 1;
 };
 
-class Sum : public Stage {
+namespace sum {
+inline constexpr In<Numbers> in = numbers_in("in");
+inline constexpr Out<Numbers> total = numbers_out<Arity::once>("total");
+struct Params {
+  std::int64_t delay_ms = 0;
+};
+const StageDecl<Params> decl{
+    .type = "test.sum",
+    .summary = "sum every value of the stream; emit the total at the end",
+    .inputs = {in},
+    .outputs = {total},
+    .params = {{&Params::delay_ms, {.name = "delay_ms", .unit = "ms", .min = 0, .max = 1e4, .doc = "sleep per item"}}},
+};
+}  // namespace sum
+
+class Sum : public DeclaredStage<sum::decl> {
  public:
-  void configure(const Params& p) override { delay_ms_ = p.integer("delay_ms"); }
   void process(Context& ctx) override {
-    if (delay_ms_) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms_));
-    auto in = ctx.in<Numbers>("in");
+    if (params().delay_ms) std::this_thread::sleep_for(std::chrono::milliseconds(params().delay_ms));
+    auto in = ctx.in(sum::in);
     sum_order().push_back(ctx.item());
     for (double x : in->values) total_ += x;
   }
-  void finish(Context& ctx) override { ctx.emit("total", numbers(0, 1, total_)); }
+  void finish(Context& ctx) override { ctx.emit(sum::total, numbers(0, 1, total_)); }
 
  private:
   double total_ = 0;
-  std::int64_t delay_ms_ = 0;
 };
 
-class Join : public Stage {
+namespace join {
+inline constexpr In<Numbers> a = numbers_in("a");
+inline constexpr In<Numbers> b = numbers_in("b");
+inline constexpr Out<Numbers> out = numbers_out("out");
+struct Params {};
+const StageDecl<Params> decl{
+    .type = "test.join",
+    .summary = "add two streams item by item",
+    .inputs = {a, b},
+    .outputs = {out},
+    .concurrency = Concurrency::parallel,
+};
+}  // namespace join
+
+class Join : public DeclaredStage<join::decl> {
  public:
   void process(Context& ctx) override {
-    auto a = ctx.in<Numbers>("a");
-    auto b = ctx.in<Numbers>("b");
+    auto a = ctx.in(join::a);
+    auto b = ctx.in(join::b);
     if (a->index != b->index) throw std::logic_error("joined items of different blocks");
     auto out = numbers(a->index, a->values.size(), 0);
     for (size_t i = 0; i < a->values.size(); ++i) out->values[i] = a->values[i] + b->values[i];
-    ctx.emit("out", out);
+    ctx.emit(join::out, out);
   }
 };
 
-class Fail : public Stage {
- public:
-  void configure(const Params& p) override { at_ = p.integer("at"); }
-  void process(Context& ctx) override {
-    if (ctx.item() == at_) throw std::runtime_error("deliberate failure");
-    ctx.emit("out", std::const_pointer_cast<Numbers>(ctx.in<Numbers>("in")));
-  }
+namespace fail {
+inline constexpr In<Numbers> in = numbers_in("in");
+inline constexpr Out<Numbers> out = numbers_out("out");
+struct Params {
+  std::int64_t at = 0;
+};
+const StageDecl<Params> decl{
+    .type = "test.fail",
+    .summary = "pass items through; throw at item `at`",
+    .inputs = {in},
+    .outputs = {out},
+    .params = {{&Params::at, {.name = "at", .min = 0, .max = 1e6, .doc = "item that fails"}}},
+};
+}  // namespace fail
 
- private:
-  std::int64_t at_ = 0;
+class Fail : public DeclaredStage<fail::decl> {
+ public:
+  void process(Context& ctx) override {
+    if (ctx.item() == params().at) throw std::runtime_error("deliberate failure");
+    ctx.emit(fail::out, std::const_pointer_cast<Numbers>(ctx.in(fail::in)));
+  }
 };
 
-class WriteTotal : public Stage {
+namespace write_total {
+inline constexpr In<Numbers> in = numbers_in("in");
+struct Params {
+  std::filesystem::path path;
+};
+const StageDecl<Params> decl{
+    .type = "test.write_total",
+    .summary = "write the first value of each item to a file",
+    .inputs = {in},
+    .params = {{&Params::path, {.name = "path", .doc = "output file", .required = true}}},
+};
+}  // namespace write_total
+
+class WriteTotal : public DeclaredStage<write_total::decl> {
  public:
-  void configure(const Params& p) override { path_ = p.string("path"); }
   void process(Context& ctx) override {
-    auto in = ctx.in<Numbers>("in");
-    std::ofstream f(ctx.output_file(path_));
+    auto in = ctx.in(write_total::in);
+    std::ofstream f(ctx.output_file(params().path));
     f << in->values[0] << "\n";
   }
-
- private:
-  std::string path_;
 };
-
-PortSpec numbers_port(const char* name, Arity a = Arity::stream) { return {name, kNumbers, a, Residency::host, "numbers"}; }
 
 }  // namespace
 
 void register_test_stages(Registry& r) {
-  {
-    StageSpec s{"test.source", "emit n blocks of `size` copies of the block index"};
-    s.outputs = {numbers_port("out")};
-    s.params = {{"n", ParamType::integer, std::int64_t(10), false, "", 0, 1e6, {}, {}, "items"},
-                {"size", ParamType::integer, std::int64_t(4), false, "", 1, 1e6, {}, {}, "values per item"},
-                {"delay_ms", ParamType::integer, std::int64_t(0), false, "ms", 0, 1e4, {}, {}, "sleep per item"},
-                {"fail_on_open", ParamType::boolean, false, false, "", {}, {}, {}, {}, "fail in prepare"}};
-    s.backends = {{"cpu", [] { return std::make_unique<Source>(); }}};
-    r.add(s);
-  }
-  {
-    StageSpec s{"test.scale", "multiply every value by a factor"};
-    s.inputs = {numbers_port("in")};
-    s.outputs = {numbers_port("out")};
-    s.params = {{"factor", ParamType::number, 2.0, false, "", -100, 100, {}, {}, "the factor"}};
-    s.backends = {{"cpu", [] { return std::make_unique<Scale>(); }}};
-    s.concurrency = Concurrency::parallel;
-    r.add(s);
-  }
-  {
-    StageSpec s{"test.sum", "sum every value of the stream; emit the total at the end"};
-    s.inputs = {numbers_port("in")};
-    s.outputs = {numbers_port("total", Arity::once)};
-    s.params = {{"delay_ms", ParamType::integer, std::int64_t(0), false, "ms", 0, 1e4, {}, {}, "sleep per item"}};
-    s.backends = {{"cpu", [] { return std::make_unique<Sum>(); }}};
-    r.add(s);
-  }
-  {
-    StageSpec s{"test.join", "add two streams item by item"};
-    s.inputs = {numbers_port("a"), numbers_port("b")};
-    s.outputs = {numbers_port("out")};
-    s.backends = {{"cpu", [] { return std::make_unique<Join>(); }}};
-    s.concurrency = Concurrency::parallel;
-    r.add(s);
-  }
-  {
-    StageSpec s{"test.fail", "pass items through; throw at item `at`"};
-    s.inputs = {numbers_port("in")};
-    s.outputs = {numbers_port("out")};
-    s.params = {{"at", ParamType::integer, std::int64_t(0), false, "", 0, 1e6, {}, {}, "item that fails"}};
-    s.backends = {{"cpu", [] { return std::make_unique<Fail>(); }}};
-    r.add(s);
-  }
-  {
-    StageSpec s{"test.write_total", "write the first value of each item to a file"};
-    s.inputs = {numbers_port("in")};
-    s.params = {{"path", ParamType::path, {}, false, "", {}, {}, {}, {}, "output file"}};
-    s.backends = {{"cpu", [] { return std::make_unique<WriteTotal>(); }}};
-    r.add(s);
-  }
+  r.add(source::decl.spec({cpu_backend<Source>()}));
+  r.add(scale::decl.spec({cpu_backend<Scale>()}));
+  r.add(sum::decl.spec({cpu_backend<Sum>()}));
+  r.add(join::decl.spec({cpu_backend<Join>()}));
+  r.add(fail::decl.spec({cpu_backend<Fail>()}));
+  r.add(write_total::decl.spec({cpu_backend<WriteTotal>()}));
 }
 
 }  // namespace uvflow::test

@@ -28,7 +28,7 @@ inline std::shared_ptr<VisSetInfo> w_stats_info(double max_w, double min_w, doub
 inline std::shared_ptr<const KernelStack> wproj_stack(int image_size, double cell_arcsec, int oversample,
                                                       double padding = 1.2, double max_w = 0,
                                                       const std::string& cache_dir = "") {
-  StageHarness h(kernels_wproj_spec(), "cpu",
+  StageHarness h(kernels_wproj::spec(), "cpu",
                  {{"image_size", std::int64_t(image_size)},
                   {"cell_arcsec", cell_arcsec},
                   {"oversample", std::int64_t(oversample)},

@@ -1,4 +1,4 @@
-#include "stages/kernels/layouts.hpp"
+#include "stages/shared/layouts.hpp"
 
 #include <oneapi/tbb/parallel_for.h>
 

@@ -1,4 +1,4 @@
-#include "stages/fft/fftw.hpp"
+#include "stages/shared/fftw.hpp"
 
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/parallel_for.h>

@@ -6,11 +6,12 @@
 #include <fstream>
 #include <iostream>
 
+#include "cli/describe.hpp"
 #include "graph/executor.hpp"
 #include "graph/pipeline.hpp"
-#include "runtime/cli/describe.hpp"
 #include "runtime/device.hpp"
 #include "runtime/registry.hpp"
+#include "stages/builtin.hpp"
 
 using namespace uvflow;
 

@@ -1,4 +1,4 @@
-#include "runtime/cli/describe.hpp"
+#include "cli/describe.hpp"
 
 #include <iomanip>
 #include <sstream>

@@ -1,0 +1,38 @@
+#include "graph/device_order.hpp"
+
+namespace uvflow {
+
+void order_after_inputs(const PayloadMap& inputs, const device::Stream& s) {
+  for (auto& [_, p] : inputs) wait_for_device_input(*p, s);
+}
+
+void stamp_call(const device::Stream& s, const PayloadMap& stream_inputs, const Outbox& outbox,
+                const Tokens& tokens, Watcher& watcher) {
+  device::Event done = s.record();
+  std::vector<const Payload*> in, out;
+  std::vector<std::shared_ptr<const Payload>> keep;
+  for (auto& [_, p] : stream_inputs) {
+    in.push_back(p.get());
+    keep.push_back(p);
+  }
+  for (auto& [_, p] : outbox) out.push_back(p.get());
+  stamp_device_use(in, out, done);
+  for (auto& t : tokens) t->add_pending(done);
+  // Host memory the device is still copying from must outlive the copy.
+  watcher.after({done}, [keep = std::move(keep)] {});
+}
+
+void DeviceTimes::add(device::Event start, device::Event end) {
+  std::lock_guard lk(m_);
+  events_.emplace_back(std::move(start), std::move(end));
+}
+
+double DeviceTimes::seconds() const {
+  std::lock_guard lk(m_);
+  double s = 0;
+  for (auto& [a, b] : events_)
+    if (a.ready() && b.ready()) s += b.elapsed_since(a) / 1e3;
+  return s;
+}
+
+}  // namespace uvflow

@@ -1,0 +1,36 @@
+// Device work of a cuda stage: it enqueues on its own stream and returns. Its stream first waits
+// for the writers of its device inputs; afterwards its outputs carry the event of the work
+// (consumers' streams wait on it), the in-flight tokens of the item wait for it, and the host
+// inputs a copy reads from outlive it.
+#pragma once
+
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "graph/tokens.hpp"
+#include "graph/watcher.hpp"
+#include "runtime/stage_context.hpp"
+
+namespace uvflow {
+
+// Orders the work enqueued next on `s` after the last writers of every device input.
+void order_after_inputs(const PayloadMap& inputs, const device::Stream& s);
+
+// After a call has enqueued its work on `s`: stamps its event on the call's stream inputs and
+// outputs, makes the item's tokens wait for it, and keeps the inputs alive until it completes.
+void stamp_call(const device::Stream& s, const PayloadMap& stream_inputs, const Outbox& outbox,
+                const Tokens& tokens, Watcher& watcher);
+
+// The events around each call of a stage; their elapsed times are its device time.
+class DeviceTimes {
+ public:
+  void add(device::Event start, device::Event end);
+  double seconds() const;  // of the calls whose events have completed
+
+ private:
+  mutable std::mutex m_;
+  std::vector<std::pair<device::Event, device::Event>> events_;
+};
+
+}  // namespace uvflow
