@@ -1,6 +1,9 @@
 // The one list of built-in stages: adding a stage means adding its spec here.
 #include "stages/builtin.hpp"
+#include "stages/degrid/serial.hpp"
+#include "stages/degrid/wproj.hpp"
 #include "stages/fft/grid_to_image.hpp"
+#include "stages/fft/image_to_grid.hpp"
 #include "stages/grid/atomic.hpp"
 #include "stages/grid/serial.hpp"
 #include "stages/grid/tiled.hpp"
@@ -31,6 +34,9 @@ void register_builtin_stages(Registry& r) {
   r.add(transfer_to_host::spec());
   r.add(grid_atomic::spec());
   r.add(grid_serial::spec());
+  r.add(degrid_serial::spec());
+  r.add(degrid_wproj::spec());
+  r.add(fft_image_to_grid::spec());
   r.add(grid_tiled::spec());
   r.add(uvw_w_sort::spec());
   r.add(uvw_bounding_box::spec());

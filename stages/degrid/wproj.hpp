@@ -1,0 +1,49 @@
+#pragma once
+
+#include "runtime/payloads/grid.hpp"
+#include "runtime/payloads/kernels.hpp"
+#include "runtime/payloads/vis.hpp"
+#include "runtime/stage_decl.hpp"
+
+namespace uvflow::degrid_wproj {
+
+inline constexpr In<VisBlock> vis{
+    .name = "vis", .doc = "visibilities to predict, in any order; placed ones (uvw.w_sort) reuse their coords"};
+inline constexpr In<Grid> grid{.name = "grid", .arity = Arity::once, .doc = "the model grid (fft.image_to_grid)"};
+inline constexpr In<KernelStack> kernels{
+    .name = "kernels", .arity = Arity::once, .doc = "kernel stack with its rows layout (kernels.wproj layouts: rows or all)"};
+inline constexpr Out<VisBlock> model{
+    .name = "vis", .doc = "the same block, in the same order, with `vis` replaced by the predicted visibilities"};
+
+struct Params {
+  std::string variant = "uvflow";
+};
+
+inline const StageDecl<Params> decl{
+    .type = "degrid.wproj",
+    .summary = "fast w-projection degridder: predicts visibilities from a model grid, in parallel",
+    .doc = "The transpose of the gridders: each visibility gathers G[v+j][u+k] * conj(C) over its footprint, C the "
+           "w-plane kernel the gridder would add with (conjugated when ww > 0), so degridding is the adjoint of "
+           "gridding: <degrid(G), V> = <G, grid(V)> with unit weights, to float rounding. A gather has no write "
+           "conflicts, so the cpu backend splits the block over all threads and reads each footprint row with unit "
+           "stride from the kernel stack's rows layout (vectorised). Placed blocks (uvw.w_sort) reuse their coords; "
+           "raw ones are placed here with the same conventions. Visibilities whose footprint would leave the grid "
+           "predict 0. The output keeps the block's order and its other arrays (antennas, times, channels), so "
+           "io.write_ms can write it into a Measurement Set column. Tested against degrid.serial (relative RMS below "
+           "1e-5), the adjointness identity on random grids and visibilities, and a direct DFT of point sources.",
+    .inputs = {vis, grid, kernels},
+    .outputs = {model},
+    .params = {{&Params::variant,
+                {.name = "variant",
+                 .choices = {"uvflow", "gather"},
+                 .doc = "cuda: gather reads the quarter kernels as the degridding report does; uvflow reads the rows "
+                        "layout with unit stride. The cpu backend has one design (rows layout)"}}},
+    .concurrency = Concurrency::parallel,
+};
+
+StageSpec spec();
+#ifdef UVFLOW_WITH_CUDA
+std::unique_ptr<Stage> make_cuda();  // stages/degrid/wproj.cu
+#endif
+
+}  // namespace uvflow::degrid_wproj

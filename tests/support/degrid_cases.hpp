@@ -1,0 +1,42 @@
+// Random inputs of the degridding tests (cpu and gpu): visibilities whose footprints stay on the
+// grid, with both signs of w, and random model grids.
+#pragma once
+
+#include <memory>
+#include <random>
+
+#include "runtime/payloads/grid.hpp"
+#include "runtime/payloads/kernels.hpp"
+#include "runtime/payloads/vis.hpp"
+
+namespace uvflow::test {
+
+// n visibilities with unit weights, uniform in the part of the uv plane whose footprints stay on
+// the grid, |w| up to the stack's max_w with both signs.
+inline std::shared_ptr<VisBlock> random_block(const KernelStack& ks, std::size_t n, std::mt19937_64& rng) {
+  const double reach = 0.42 * ks.geom.grid_size / ks.geom.scale();
+  std::uniform_real_distribution<double> uv(-reach, reach), w(-ks.max_w, ks.max_w), amp(-1, 1);
+  auto b = std::make_shared<VisBlock>();
+  b->uu = Array<float>::host(n);
+  b->vv = Array<float>::host(n);
+  b->ww = Array<float>::host(n);
+  b->vis = Array<cfloat>::host(n);
+  b->weight = Array<float>::host(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    b->uu[i] = float(uv(rng));
+    b->vv[i] = float(uv(rng));
+    b->ww[i] = float(w(rng));
+    b->vis[i] = cfloat(float(amp(rng)), float(amp(rng)));
+    b->weight[i] = 1;
+  }
+  return b;
+}
+
+inline std::shared_ptr<Grid> random_grid(const KernelStack& ks, std::mt19937_64& rng) {
+  auto g = std::make_shared<Grid>(Grid::zeros_on_host(ks.geom, nullptr));
+  std::uniform_real_distribution<float> amp(-1, 1);
+  for (cfloat& c : g->cells) c = cfloat(amp(rng), amp(rng));
+  return g;
+}
+
+}  // namespace uvflow::test
