@@ -163,10 +163,11 @@ StageSpec checked_spec() {
     void process(Context&) override {}
   };
   StageSpec s{"test.checked", "parameters with ranges and choices"};
-  s.params = {{"count", ParamType::integer, std::int64_t(1), false, "", 0, 10, {}, {}, "an integer"},
-              {"gain", ParamType::number, 1.0, false, "dB", -3, 3, {}, {}, "a number"},
-              {"taps", ParamType::numbers, std::vector<double>{}, false, "", 0, 1, {}, {}, "numbers"},
-              {"mode", ParamType::choice, std::string("fast"), false, "", {}, {}, {"fast", "exact"}, {}, "a choice"}};
+  s.params = {{.name = "count", .type = ParamType::integer, .def = std::int64_t(1), .min = 0, .max = 10, .doc = "an integer"},
+              {.name = "gain", .type = ParamType::number, .def = 1.0, .unit = "dB", .min = -3, .max = 3, .doc = "a number"},
+              {.name = "taps", .type = ParamType::numbers, .def = std::vector<double>{}, .min = 0, .max = 1, .doc = "numbers"},
+              {.name = "mode", .type = ParamType::choice, .def = std::string("fast"), .choices = {"fast", "exact"},
+               .doc = "a choice"}};
   s.backends = {{"cpu", [] { return std::unique_ptr<Stage>(std::make_unique<Idle>()); }}};
   return s;
 }
