@@ -3,15 +3,21 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <csignal>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 
 #include "cli/describe.hpp"
 #include "graph/executor.hpp"
 #include "graph/pipeline.hpp"
+#include "graph/preflight.hpp"
 #include "runtime/device.hpp"
+#include "runtime/kernel_cache.hpp"
 #include "runtime/registry.hpp"
 #include "stages/builtin.hpp"
+#include "uvflow_version.hpp"
 
 using namespace uvflow;
 
@@ -25,12 +31,29 @@ void print_config_error(const ConfigError& e) {
             << "; nothing was run\n";
 }
 
-void write_file(const std::string& path, const std::string& text) {
-  auto p = std::filesystem::path(path);
-  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
-  std::ofstream f(path);
-  f << text;
-  if (!f) throw std::runtime_error("cannot write " + path);
+std::string version() {
+  return std::string("uvflow ") + UVFLOW_VERSION +
+         (*UVFLOW_GIT_COMMIT ? std::string(" (commit ") + UVFLOW_GIT_COMMIT + ")" : std::string()) +
+         (!device::compiled()      ? ", CUDA off (built without nvcc)"
+          : device::count() > 0    ? ", CUDA on: " + device::describe(0)
+                                   : std::string(", CUDA on: no CUDA device here"));
+}
+
+// The command word: the first argument that is neither an option nor a global option's value.
+// CLI11 alone says "A subcommand is required" for a misspelt one.
+std::string command_word(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--plugin" || a == "--plugin-path") ++i;
+    else if (a.empty() || a[0] != '-') return a;
+  }
+  return "";
+}
+
+// Warnings go to stderr like errors; -q leaves only the errors.
+void print_warnings(const PreflightResult& r, bool quiet) {
+  if (!quiet)
+    for (auto& w : r.warnings) std::cerr << warning_str(w) << "\n";
 }
 
 }  // namespace
@@ -41,13 +64,16 @@ int main(int argc, char** argv) {
   app.fallthrough();  // global options (--plugin, --plugin-path, -v, -q) may follow the subcommand too
   app.footer(
       "Exit codes: 0 ok, 2 usage, 3 invalid pipeline (nothing ran), 4 unusable input data,\n"
-      "5 a stage failed, 6 internal error, 130 interrupted.");
+      "5 a stage failed or an output could not be written, 6 internal error,\n"
+      "130/143/129/131 interrupted by SIGINT (Ctrl-C)/SIGTERM/SIGHUP/SIGQUIT.");
   std::vector<std::string> plugins, plugin_path;
   bool verbose = false, quiet = false;
   app.add_option("--plugin", plugins, "load a stage plugin (.so) before anything else");
   app.add_option("--plugin-path", plugin_path, "folder searched for the plugins a pipeline names");
   app.add_flag("-v,--verbose", verbose, "debug logging");
-  app.add_flag("-q,--quiet", quiet, "errors only");
+  app.add_flag("-q,--quiet", quiet, "errors only: no warnings, no run table, no 'ok' lines");
+  app.set_version_flag("--version", std::function<std::string()>(version),
+                       "the version, the git commit it was built from, CUDA on or off (and the device)");
 
   std::string file;
   std::vector<std::string> sets;
@@ -78,9 +104,28 @@ int main(int argc, char** argv) {
   std::string type;
   describe->add_option("type", type, "stage type, e.g. grid.tiled")->required();
 
+  auto* cache = app.add_subcommand("cache", "the kernel cache: its files and size; 'uvflow cache clear' empties it");
+  std::string cache_action;
+  cache->add_option("action", cache_action, "clear: remove every cached file")->check(CLI::IsMember({"clear"}));
+
+  std::vector<std::string> commands;
+  for (auto* c : app.get_subcommands([](CLI::App*) { return true; })) commands.push_back(c->get_name());
+  std::string list;
+  for (auto& c : commands) list += (list.empty() ? "" : ", ") + c;
+  const std::string word = command_word(argc, argv);
   try {
+    if (!word.empty() && std::find(commands.begin(), commands.end(), word) == commands.end()) {
+      const std::string c = closest(word, commands);
+      std::cerr << "error: unknown command '" << word << "'" << (c.empty() ? "" : " (did you mean '" + c + "'?)")
+                << "; the commands are " << list << " ('uvflow --help' says more)\n";
+      return code(ExitCode::usage);
+    }
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    if (word.empty() && dynamic_cast<const CLI::RequiredError*>(&e)) {
+      std::cerr << "error: no command given; the commands are " << list << " ('uvflow --help' says more)\n";
+      return code(ExitCode::usage);
+    }
     int rc = app.exit(e);
     return rc == 0 ? 0 : code(ExitCode::usage);
   }
@@ -94,13 +139,19 @@ int main(int argc, char** argv) {
   register_builtin_stages(registry);
   std::vector<std::filesystem::path> search(plugin_path.begin(), plugin_path.end());
   try {
-    for (auto& p : plugins) registry.load_plugin(p);
+    // A path the user typed is relative to where they are (dlopen would search library folders for a bare name).
+    for (auto& p : plugins) registry.load_plugin(std::filesystem::absolute(p));
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";
     return code(ExitCode::config);
   }
 
   try {
+    if (*cache) {
+      const auto dir = kernel_cache::expand(kernel_cache::kDefaultDir);
+      std::cout << (cache_action == "clear" ? kernel_cache::clear(dir) : kernel_cache::listing(dir));
+      return 0;
+    }
     if (*stages) {
       std::cout << (markdown ? stages_markdown(registry) : stages_summary(registry));
       return 0;
@@ -121,9 +172,14 @@ int main(int argc, char** argv) {
       for (auto& f : files) {
         try {
           Plan p = load_plan(f, sets, registry, search);
-          dry_run_prepare(p);
+          const PreflightResult pf = preflight(p, PreflightFor::check, registry, search);
+          print_warnings(pf, quiet);
+          if (!pf.errors.empty()) throw ConfigError(pf.errors);
+          if (quiet) continue;
           std::cout << f << ": ok (" << p.stages.size() << " stages";
           if (!p.notes.empty()) std::cout << ", " << p.notes.size() << " transfers inserted";
+          if (!pf.warnings.empty())
+            std::cout << ", " << pf.warnings.size() << (pf.warnings.size() == 1 ? " warning" : " warnings");
           std::cout << ")\n";
         } catch (const ConfigError& e) {
           print_config_error(e);
@@ -139,14 +195,18 @@ int main(int argc, char** argv) {
     }
     if (*run) {
       Plan p = load_plan(file, sets, registry, search);
+      if (!report.empty()) p.run.report = report, p.run.report_pos = {"--report " + report, 0, 0};
+      // Everything knowable without computing, before anything computes.
+      const PreflightResult pf = preflight(p, PreflightFor::run, registry, search);
+      print_warnings(pf, quiet);
+      if (!pf.errors.empty()) throw ConfigError(pf.errors);
       for (auto& n : p.notes) spdlog::info("plan: {}", n);
-      install_interrupt_handler();
-      RunReport r = run_plan(p, ExecOptions{!no_progress && !quiet});
-      std::cout << format_report(r);
-      std::string rp = report.empty() ? p.run.report : report;
-      if (!rp.empty()) {
-        write_file(rp, report_json(r));
-        std::cout << "report " << rp << "\n";
+      install_signal_handlers();
+      const std::string rp = p.run.report;
+      RunReport r = run_plan(p, ExecOptions{.progress = !no_progress && !quiet, .report = rp});  // commits the report too
+      if (!quiet) {
+        std::cout << format_report(r);
+        if (!rp.empty()) std::cout << "report " << rp << "\n";
       }
       return 0;
     }
@@ -157,12 +217,19 @@ int main(int argc, char** argv) {
     std::cerr << "error: " << e.what() << "\n";
     if (e.code() != ExitCode::internal) std::cerr << "the run was cancelled; no output file was written\n";
     return code(e.code());
-  } catch (const Interrupted&) {
-    std::cerr << "interrupted: the run was cancelled; no output file was written\n";
-    return code(ExitCode::interrupted);
+  } catch (const Interrupted& e) {
+    std::cerr << "interrupted" << (e.signal() == SIGINT ? "" : std::string(" (SIG") + sigabbrev_np(e.signal()) + ")")
+              << ": the run was cancelled; no output file was written\n";
+    return e.exit_code();
+  } catch (const OutputError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return code(ExitCode::runtime);
   } catch (const InputError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return code(ExitCode::input);
+  } catch (const std::bad_alloc& e) {
+    std::cerr << "error: " << error_text(e) << "\n";
+    return code(ExitCode::runtime);
   } catch (const std::exception& e) {
     std::cerr << "internal error: " << e.what() << "\n";
     return code(ExitCode::internal);

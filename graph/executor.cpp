@@ -15,6 +15,7 @@
 #include <memory>
 #include <thread>
 
+#include "graph/preflight.hpp"
 #include "graph/progress.hpp"
 #include "graph/run_state.hpp"
 #include "graph/stage_node.hpp"
@@ -46,7 +47,7 @@ void Executor::monitor_loop() {
   ProgressLine progress(opts_.progress);
   while (!done_.load()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    if (interrupt_requested()) run_.fail(std::make_exception_ptr(Interrupted()));
+    if (int sig = interrupt_signal()) run_.fail(std::make_exception_ptr(Interrupted(sig)));
     progress.update(run_.since_start(), nodes_);
   }
   progress.clear();
@@ -57,18 +58,8 @@ RunReport Executor::run() {
   if (plan_.run.threads > 0)
     threads = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,
                                                     size_t(plan_.run.threads));
-  std::vector<Diagnostic> env;
-  for (auto& st : plan_.stages)
-    if (st.backend == "cuda") {
-      has_cuda_ = true;
-      // Inserted transfers exist because of a cuda stage, which is reported itself.
-      if (device::count() == 0 && !st.inserted)
-        env.push_back({st.pos, "stage '" + st.id + "' (" + st.spec->type + ") uses backend cuda, but " +
-                                   (device::compiled() ? std::string("no CUDA device is available")
-                                                       : std::string("uvflow was built without CUDA")) +
-                                   "; use --set " + st.id + ".backend=cpu"});
-    }
-  if (!env.empty()) throw ConfigError(env);
+  for (auto& st : plan_.stages) has_cuda_ = has_cuda_ || st.backend == "cuda";
+  if (auto env = device_problems(plan_); !env.empty()) throw ConfigError(env);
   run_.device_name = has_cuda_ ? device::describe(0) : "host";
   if (has_cuda_ && plan_.run.pinned_pool_mb > 0) {
     const auto t = Clock::now();
@@ -87,14 +78,17 @@ RunReport Executor::run() {
     watcher_.start();
     run_.watcher = &watcher_;
   }
+  // The report's temporary first: a report that cannot be written fails the run before it computes.
+  const std::filesystem::path report_tmp = opts_.report.empty() ? std::filesystem::path() : run_.files.temp_for(opts_.report);
   run_.t0 = Clock::now();
   for (auto& st : plan_.stages) {
     try {
+      CrashScope scope(("stage '" + st.id + "' (backend " + st.backend + ", setup)").c_str());
       nodes_.push_back(std::make_unique<StageNode>(run_, st, st.spec->backend(st.backend)->make()));
     } catch (const InputError& e) {
-      throw StageError(st.id, st.backend, "", -1, std::string("prepare: ") + e.what(), ExitCode::input);
+      throw StageError(st.id, st.backend, "", StageError::kSetup, std::string("prepare: ") + e.what(), ExitCode::input);
     } catch (const std::exception& e) {
-      throw StageError(st.id, st.backend, "", -1, std::string("prepare: ") + e.what(), ExitCode::runtime);
+      throw StageError(st.id, st.backend, "", StageError::kSetup, "prepare: " + error_text(e), ExitCode::runtime);
     }
   }
   for (auto& n : nodes_) n->build(g_);
@@ -141,8 +135,17 @@ RunReport Executor::run() {
     watcher_.stop();
     std::rethrow_exception(run_.first_error);
   }
-  for (auto& f : run_.files.commit()) r.outputs.push_back(f.string());
   watcher_.stop();
+  // The report lists the outputs it is committed with (a failure here leaves the temporaries to
+  // RunState's OutputFiles, which removes them).
+  if (!report_tmp.empty()) {
+    for (auto& f : run_.files.finals())
+      if (f != opts_.report) r.outputs.push_back(f.string());
+    OutputFiles::write_text(report_tmp, opts_.report, report_json(r));
+  }
+  r.outputs.clear();
+  for (auto& f : run_.files.commit())
+    if (f != opts_.report) r.outputs.push_back(f.string());
   return r;
 }
 
@@ -162,10 +165,7 @@ void dry_run_prepare(const Plan& plan) {
   std::vector<Diagnostic> diags;
   for (auto& st : plan.stages) {
     try {
-      auto s = st.spec->backend(st.backend)->make();
-      s->configure(st.params);
-      PrepareContext pc{st.id, st.backend, true, st.pinned_outputs};
-      s->prepare(pc);
+      prepare_dry(plan, st);
     } catch (const std::exception& e) {
       diags.push_back({st.pos, "stage '" + st.id + "' (" + st.spec->type + "): " + e.what()});
     }

@@ -8,12 +8,16 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <functional>
 #include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 namespace uvflow {
 
@@ -72,8 +76,8 @@ struct Override {
 
 class Loader {
  public:
-  Loader(std::filesystem::path file, Registry& reg, std::vector<std::filesystem::path> plugin_path)
-      : file_(std::move(file)), reg_(reg), plugin_path_(std::move(plugin_path)) {}
+  Loader(std::filesystem::path file, Registry& reg, std::vector<std::filesystem::path> plugin_path, bool load_plugins)
+      : file_(std::move(file)), reg_(reg), plugin_path_(std::move(plugin_path)), load_plugins_(load_plugins) {}
 
   Plan load(const std::vector<std::string>& sets);
 
@@ -84,7 +88,11 @@ class Loader {
     if (m.is_null() || m.line < 0) return {file_.string(), 0, 0};
     return {file_.string(), m.line + 1, m.column + 1};
   }
-  void error(const SourcePos& p, std::string msg) { diags_.push_back({p, std::move(msg)}); }
+  // Control characters from the file (a binary file's bytes) are shown escaped, not sent to the terminal.
+  void error(const SourcePos& p, std::string msg) { diags_.push_back({p, printable(msg)}); }
+  static std::string printable(const std::string& s);
+  YAML::Node parse_text();
+  void find_duplicate_keys(const YAML::Node& n, std::set<std::tuple<int, int, bool>>& seen);
 
   void parse_sets(const std::vector<std::string>& sets);
   Val with_override(const std::string& key, const YAML::Node& n, const SourcePos& fallback);
@@ -98,10 +106,12 @@ class Loader {
   void link_inputs(Plan& plan, std::map<std::string, std::vector<std::pair<std::string, Val>>>& ins);
   void order(Plan& plan);
   void resolve_residency(Plan& plan);
+  void describe(Plan& plan);
 
   std::filesystem::path file_;
   Registry& reg_;
   std::vector<std::filesystem::path> plugin_path_;
+  bool load_plugins_;
   std::vector<Diagnostic> diags_;
   std::map<std::string, Override> overrides_;
   std::map<std::string, Val> vars_;
@@ -364,7 +374,7 @@ void Loader::parse_run(const YAML::Node& n) {
   if (auto v = get("transfers"); v.node.IsDefined())
     if (auto x = convert(tr, v, "run.transfers")) plan_.run.explicit_transfers = std::get<std::string>(*x) == "explicit";
   if (auto v = get("report"); v.node.IsDefined())
-    if (auto x = convert(rep, v, "run.report")) plan_.run.report = std::get<std::string>(*x);
+    if (auto x = convert(rep, v, "run.report")) plan_.run.report = std::get<std::string>(*x), plan_.run.report_pos = v.pos;
   if (auto v = get("once_first"); v.node.IsDefined())
     if (auto x = convert(first, v, "run.once_first")) plan_.run.once_first = std::get<bool>(*x);
   if (auto v = get("pinned_pool_mb"); v.node.IsDefined())
@@ -382,23 +392,30 @@ void Loader::parse_plugins(const YAML::Node& n) {
   for (const auto& e : n) {
     auto s = scalar(Val{e, pos_of(e)}, "plugin path");
     if (!s) continue;
+    if (!load_plugins_) continue;
+    // Only where the pipeline or the command line says, never the working directory: a library
+    // planted there must not run because someone checked a pipeline in that folder.
     std::filesystem::path p(*s);
     std::vector<std::filesystem::path> tries;
     if (p.is_absolute()) tries = {p};
     else {
       tries.push_back(file_.parent_path() / p);
       for (auto& d : plugin_path_) tries.push_back(d / p);
-      tries.push_back(p);
     }
-    auto found = std::find_if(tries.begin(), tries.end(),
-                              [](auto& t) { return std::filesystem::exists(t); });
+    auto found = std::find_if(tries.begin(), tries.end(), [](auto& t) {
+      std::error_code ec;
+      return std::filesystem::is_regular_file(t, ec);
+    });
     if (found == tries.end()) {
-      error(pos_of(e), "plugin '" + *s + "' not found (looked next to the pipeline file" +
-                           std::string(plugin_path_.empty() ? "" : ", in --plugin-path") + " and in the working directory)");
+      std::string looked;
+      for (auto& t : tries) looked += (looked.empty() ? "" : ", ") + t.string();
+      error(pos_of(e), "plugin '" + *s + "' not found (looked for " + looked +
+                           "; a relative plugin path is next to the pipeline file or in a --plugin-path folder)");
       continue;
     }
     try {
-      reg_.load_plugin(*found);
+      // An absolute path: dlopen would search the system's library folders for a bare name.
+      reg_.load_plugin(std::filesystem::absolute(*found));
     } catch (const std::exception& ex) {
       error(pos_of(e), ex.what());
     }
@@ -708,16 +725,109 @@ void Loader::resolve_residency(Plan& plan) {
   if (plan.stages.size() > n) order(plan);
 }
 
+// Each stage's output shapes from its parameters and its inputs' shapes, producers first.
+void Loader::describe(Plan& plan) {
+  for (auto& st : plan.stages) {
+    PortShapes in;
+    for (auto& l : st.inputs) in[l.port] = plan.stages[l.from].outputs.at(l.from_port).shape;
+    try {
+      for (auto& [port, shape] : describe_outputs(*st.spec, st.params, in)) st.outputs.at(port).shape = shape;
+    } catch (const std::exception& e) {
+      error(st.pos, "stage '" + st.id + "' (" + st.spec->type + "): " + e.what());
+    }
+  }
+}
+
+std::string Loader::printable(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += char(c);
+    }
+  }
+  return out;
+}
+
+// The file as text, then YAML. Reading it here names what is wrong with the path itself (a folder,
+// errno's reason) and refuses a binary file before yaml-cpp echoes its bytes; a syntax error on a
+// line with a tab says so, as yaml-cpp's "illegal block entry" does not.
+YAML::Node Loader::parse_text() {
+  const std::string name = file_.string();
+  auto fail = [&](int line, int col, const std::string& msg) -> YAML::Node {
+    throw ConfigError({{{name, line, col}, printable(msg)}});
+  };
+  std::error_code ec;
+  if (std::filesystem::is_directory(file_, ec)) return fail(0, 0, "is a folder, not a pipeline file");
+  std::FILE* f = std::fopen(file_.c_str(), "rb");
+  if (!f) return fail(0, 0, std::string("cannot read the pipeline file: ") + std::strerror(errno));
+  std::string text;
+  char buf[1 << 16];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
+  const int read_errno = std::ferror(f) ? errno : 0;
+  std::fclose(f);
+  if (read_errno) return fail(0, 0, std::string("cannot read the pipeline file: ") + std::strerror(read_errno));
+  std::vector<std::size_t> starts{0};  // where each line begins
+  for (std::size_t i = 0; i < text.size(); ++i)
+    if (text[i] == '\n') starts.push_back(i + 1);
+  auto where = [&](std::size_t at) {
+    const auto l = std::upper_bound(starts.begin(), starts.end(), at) - starts.begin();
+    return std::pair<int, int>(int(l), int(at - starts[l - 1]) + 1);
+  };
+  if (auto z = text.find('\0'); z != std::string::npos) {
+    auto [l, c] = where(z);
+    return fail(l, c, "not a text file (a NUL byte here): a pipeline is a YAML text file");
+  }
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    std::string msg = "YAML syntax: " + e.msg;
+    // A tab on the error line, or on the line before it (the error is often found one line late).
+    for (int l : {e.mark.line, e.mark.line - 1}) {
+      if (l < 0 || std::size_t(l) >= starts.size()) continue;
+      const std::size_t end = std::size_t(l) + 1 < starts.size() ? starts[l + 1] : text.size();
+      if (auto t = text.find('\t', starts[l]); t < end) {
+        msg += " (a tab character at line " + std::to_string(l + 1) + ", column " + std::to_string(where(t).second) +
+               ": YAML indents with spaces only)";
+        break;
+      }
+    }
+    return fail(e.mark.line + 1, e.mark.column + 1, msg);
+  }
+}
+
+// yaml-cpp keeps both values of a repeated key and answers lookups with one of them; the other is
+// then silently ignored (or shows up as a misleading "unknown variable"). Aliases share their
+// anchor's position: each node is walked once.
+void Loader::find_duplicate_keys(const YAML::Node& n, std::set<std::tuple<int, int, bool>>& seen) {
+  if (!n.IsDefined() || !(n.IsMap() || n.IsSequence())) return;
+  if (!seen.insert({n.Mark().line, n.Mark().column, n.IsMap()}).second) return;
+  if (n.IsSequence()) {
+    for (const auto& e : n) find_duplicate_keys(e, seen);
+    return;
+  }
+  std::map<std::string, SourcePos> keys;
+  for (const auto& kv : n) {
+    if (kv.first.IsScalar()) {
+      auto [it, fresh] = keys.emplace(kv.first.Scalar(), pos_of(kv.first));
+      if (!fresh)
+        error(pos_of(kv.first), "duplicate key '" + kv.first.Scalar() + "' (first at line " +
+                                    std::to_string(it->second.line) + ", column " + std::to_string(it->second.col) +
+                                    "); a key may appear once in a mapping");
+    }
+    find_duplicate_keys(kv.second, seen);
+  }
+}
+
 Plan Loader::load(const std::vector<std::string>& sets) {
   plan_.file = file_;
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(file_.string());
-  } catch (const YAML::BadFile&) {
-    throw ConfigError({{{file_.string(), 0, 0}, "cannot read the pipeline file"}});
-  } catch (const YAML::ParserException& e) {
-    throw ConfigError({{{file_.string(), e.mark.line + 1, e.mark.column + 1}, "YAML syntax: " + e.msg}});
-  }
+  YAML::Node root = parse_text();
+  std::set<std::tuple<int, int, bool>> seen;
+  find_duplicate_keys(root, seen);
+  if (!diags_.empty()) throw ConfigError(diags_);  // which of two values counts is unknowable: stop here
   if (!is_map(root)) throw ConfigError({{pos_of(root), "a pipeline file is a mapping with keys schema, name, stages, ..."}});
   parse_sets(sets);
   static const std::vector<std::string> keys = {"schema", "name", "description", "vars", "run", "plugins", "stages"};
@@ -735,9 +845,6 @@ Plan Loader::load(const std::vector<std::string>& sets) {
     else
       for (const auto& kv : v) vars_[kv.first.Scalar()] = with_override("vars." + kv.first.Scalar(), kv.second, pos_of(kv.second));
   }
-  for (auto& [k, o] : overrides_)
-    if (k.rfind("vars.", 0) == 0 && !vars_.count(k.substr(5)))
-      o.used = true, vars_[k.substr(5)] = Val{o.value, {"--set " + o.text, 0, 0}};
   parse_run(root["run"]);
   parse_plugins(root["plugins"]);
   std::map<std::string, std::vector<std::pair<std::string, Val>>> ins;
@@ -747,11 +854,18 @@ Plan Loader::load(const std::vector<std::string>& sets) {
     for (const auto& s : st) parse_stage(s, ins);
   for (auto& [k, o] : overrides_) {
     if (o.used) continue;
-    std::vector<std::string> ids;
+    std::vector<std::string> ids, vars;
     for (auto& s : plan_.stages) ids.push_back(s.id);
-    std::string head = k.substr(0, k.find('.'));
-    error({"--set " + o.text, 0, 0}, head == "run" ? "unknown key '" + k + "'"
-                                     : "no stage '" + head + "' to set" + suggest(head, ids));
+    for (auto& [name, _] : vars_) vars.push_back(name);
+    const std::string head = k.substr(0, k.find('.')), rest = k.substr(std::min(k.size(), head.size() + 1));
+    static const std::vector<std::string> run_keys = {"max_in_flight", "transfers",      "report",        "threads",
+                                                      "once_first",    "pinned_pool_mb", "device_pool_mb"};
+    const SourcePos where{"--set " + o.text, 0, 0};
+    if (head == "run") error(where, "unknown key '" + k + "'" + suggest(rest, run_keys));
+    else if (head == "vars")
+      error(where, "no variable '" + rest + "' to set" +
+                       (vars.empty() ? std::string("; the pipeline has no vars") : suggest(rest, vars)));
+    else error(where, "no stage '" + head + "' to set" + suggest(head, ids));
   }
   link_inputs(plan_, ins);
   // Each stage checks its parameters together.
@@ -770,6 +884,7 @@ Plan Loader::load(const std::vector<std::string>& sets) {
   }
   if (diags_.empty()) order(plan_);
   if (diags_.empty()) resolve_residency(plan_);
+  if (diags_.empty()) describe(plan_);
   if (!diags_.empty()) throw ConfigError(diags_);
   return std::move(plan_);
 }
@@ -777,8 +892,16 @@ Plan Loader::load(const std::vector<std::string>& sets) {
 }  // namespace
 
 Plan load_plan(const std::filesystem::path& file, const std::vector<std::string>& sets, Registry& registry,
-               const std::vector<std::filesystem::path>& plugin_path) {
-  return Loader(file, registry, plugin_path).load(sets);
+               const std::vector<std::filesystem::path>& plugin_path, bool load_plugins) {
+  return Loader(file, registry, plugin_path, load_plugins).load(sets);
+}
+
+PrepareContext prepare_context(const Plan& plan, const StageInstance& st, bool dry_run, device::Stream stream) {
+  PrepareContext pc{.id = st.id, .backend = st.backend, .dry_run = dry_run, .pinned_outputs = st.pinned_outputs,
+                    .stream = std::move(stream)};
+  for (auto& l : st.inputs) pc.inputs[l.port] = plan.stages[l.from].outputs.at(l.from_port).shape;
+  for (auto& [port, oi] : st.outputs) pc.outputs[port] = oi.shape;
+  return pc;
 }
 
 std::string plan_to_text(const Plan& p) {
@@ -793,7 +916,10 @@ std::string plan_to_text(const Plan& p) {
       auto& src = p.stages[l.from];
       auto& oi = src.outputs.at(l.from_port);
       s << "       " << l.port << " <- " << src.id << "." << l.from_port << "  " << oi.type << ", "
-        << to_string(oi.arity) << ", " << to_string(oi.location) << "\n";
+        << to_string(oi.arity) << ", " << to_string(oi.location);
+      if (oi.shape.sized()) s << ", " << oi.shape.nx << " x " << oi.shape.ny;
+      if (oi.shape.grid) s << ", grid " << oi.shape.grid->grid_size << " for image " << oi.shape.grid->image_size;
+      s << "\n";
     }
   }
   for (auto& n : p.notes) s << "  note: " << n << "\n";

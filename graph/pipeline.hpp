@@ -17,6 +17,7 @@ struct RunOptions {
   int max_in_flight = 4;           // stream items alive at once, per source
   bool explicit_transfers = false; // refuse to insert host<->device copies
   std::string report;              // JSON run report path ("" = none)
+  SourcePos report_pos;            // where it was set (the file, --set or --report)
   int threads = 0;                 // TBB worker threads (0 = all cores)
   bool once_first = false;         // finish what depends only on `once` outputs before streaming
   int pinned_pool_mb = 0;          // pinned host memory reserved before the stages prepare
@@ -36,6 +37,7 @@ struct OutputInfo {
   std::string type;
   Arity arity = Arity::stream;
   Location location = Location::host;
+  PortShape shape;  // what the producer's describe tells of its items before the run
 };
 
 struct StageInstance {
@@ -61,8 +63,15 @@ struct Plan {
 
 // Loads, validates and plans a pipeline. `sets` are --set KEY=VALUE overrides. Every problem is
 // collected and thrown together as one ConfigError; nothing is constructed when it throws.
+// Plugins the pipeline names are looked for next to it and in `plugin_path`, never in the working
+// directory; `load_plugins = false` skips them (their stage types are then unknown).
 Plan load_plan(const std::filesystem::path& file, const std::vector<std::string>& sets,
-               Registry& registry, const std::vector<std::filesystem::path>& plugin_path = {});
+               Registry& registry, const std::vector<std::filesystem::path>& plugin_path = {},
+               bool load_plugins = true);
+
+// What a stage's prepare() is told: its pinned outputs and the shapes of its inputs and outputs.
+// `stream`: the stage's own (cuda backends in a run; none in a dry run).
+PrepareContext prepare_context(const Plan& plan, const StageInstance& st, bool dry_run, device::Stream stream = {});
 
 // Graphviz rendering: stages, ports, edge residency, inserted transfers highlighted.
 std::string plan_to_dot(const Plan& p);

@@ -1,6 +1,9 @@
 #include "graph/stage_node.hpp"
 
 #include <algorithm>
+#include <cstdio>
+
+#include "graph/interrupt.hpp"
 
 #include "runtime/error.hpp"
 
@@ -8,7 +11,7 @@ namespace uvflow {
 namespace flow = tbb::flow;
 
 namespace {
-long long item_of(const Invocation& inv) { return inv.finish || inv.start ? -1 : inv.index; }
+long long item_of(const Invocation& inv) { return inv.start ? StageError::kStart : inv.finish ? -1 : inv.index; }
 }  // namespace
 
 StageNode::StageNode(RunState& run, const StageInstance& inst, std::unique_ptr<Stage> stage)
@@ -30,7 +33,7 @@ StageNode::StageNode(RunState& run, const StageInstance& inst, std::unique_ptr<S
   metrics_.backend = inst.backend;
   metrics_.inserted = inst.inserted;
   if (cuda_) state_.stream = device::Stream::create();
-  PrepareContext pc{inst.id, inst.backend, false, inst.pinned_outputs};
+  PrepareContext pc = prepare_context(run.plan, inst, false, state_.stream);
   stage_->configure(inst.params);
   stage_->prepare(pc);
   if (is_source()) source_length_ = stage_->stream_length();
@@ -196,9 +199,17 @@ void StageNode::run(const Invocation& inv) {
       t_start = state_.stream.record(true);
     }
     StageContext ctx(state_, item_of(inv), std::move(inputs));
-    if (inv.start) stage_->start(ctx);
-    else if (inv.finish) stage_->finish(ctx);
-    else stage_->process(ctx);
+    {
+      // A crash in the stage (a plugin's too) is reported with these words (graph/interrupt).
+      char item[32], where[160];
+      if (inv.start || inv.finish) std::snprintf(item, sizeof item, "%s", inv.start ? "start" : "end of stream");
+      else std::snprintf(item, sizeof item, "item %lld", static_cast<long long>(inv.index));
+      std::snprintf(where, sizeof where, "stage '%s' (backend %s, %s)", inst_.id.c_str(), inst_.backend.c_str(), item);
+      CrashScope scope(where);
+      if (inv.start) stage_->start(ctx);
+      else if (inv.finish) stage_->finish(ctx);
+      else stage_->process(ctx);
+    }
 
     if (cuda_) {
       device_times_.add(t_start, state_.stream.record(true));
@@ -214,7 +225,7 @@ void StageNode::run(const Invocation& inv) {
                                                  item_of(inv), e.what(), ExitCode::input)));
   } catch (const std::exception& e) {
     run_.fail(std::make_exception_ptr(StageError(inst_.id, inst_.backend, cuda_ ? run_.device_name : "host",
-                                                 item_of(inv), e.what(), ExitCode::runtime)));
+                                                 item_of(inv), error_text(e), ExitCode::runtime)));
   }
   auto t1 = Clock::now();
   {

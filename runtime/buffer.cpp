@@ -6,6 +6,8 @@
 #include <cstring>
 #include <new>
 
+#include "runtime/error.hpp"
+
 namespace uvflow {
 
 const char* to_string(Location l) { return l == Location::host ? "host" : "device"; }
@@ -17,7 +19,7 @@ std::shared_ptr<Storage> Storage::host(std::size_t bytes, bool pinned) {
     if (!p) p = device::alloc_pinned(bytes);
   } else {
     p = std::aligned_alloc(64, ((bytes + 63) / 64) * 64 + 64);
-    if (!p) throw std::bad_alloc();
+    if (!p) throw OutOfMemory(bytes, "a host array");
   }
   return std::shared_ptr<Storage>(new Storage(p, bytes, Location::host, pinned));
 }

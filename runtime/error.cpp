@@ -1,5 +1,7 @@
 #include "runtime/error.hpp"
 
+#include <cstdio>
+
 namespace uvflow {
 
 std::string SourcePos::str() const {
@@ -22,7 +24,10 @@ static std::string stage_message(const std::string& stage, const std::string& ba
                                  const std::string& what) {
   std::string s = "stage '" + stage + "' (backend " + backend;
   if (!device.empty()) s += ", " + device;
-  s += item >= 0 ? ", item " + std::to_string(item) : std::string(", end of stream");
+  s += item >= 0                     ? ", item " + std::to_string(item)
+       : item == StageError::kSetup ? std::string(", setup")
+       : item == StageError::kStart ? std::string(", start")
+                                    : std::string(", end of stream");
   return s + "): " + what;
 }
 
@@ -35,5 +40,25 @@ StageError::StageError(std::string stage, std::string backend, std::string devic
       reason_(std::move(what)),
       item_(item),
       code_(code) {}
+
+std::string bytes_text(std::uint64_t bytes) {
+  char b[32];
+  if (bytes >= (1ull << 30)) std::snprintf(b, sizeof b, "%.1f GiB", double(bytes) / double(1ull << 30));
+  else if (bytes >= (1ull << 20)) std::snprintf(b, sizeof b, "%.1f MiB", double(bytes) / double(1ull << 20));
+  else if (bytes >= (1ull << 10)) std::snprintf(b, sizeof b, "%.1f KiB", double(bytes) / double(1ull << 10));
+  else std::snprintf(b, sizeof b, "%llu bytes", static_cast<unsigned long long>(bytes));
+  return b;
+}
+
+OutOfMemory::OutOfMemory(std::size_t bytes, std::string what)
+    : bytes_(bytes),
+      text_("out of memory: could not allocate " + (bytes ? bytes_text(bytes) + " for " : std::string()) + std::move(what)) {}
+
+std::string error_text(const std::exception& e) {
+  if (dynamic_cast<const OutOfMemory*>(&e)) return e.what();
+  if (dynamic_cast<const std::bad_alloc*>(&e))
+    return "out of memory (" + std::string(e.what()) + "; the size asked for is not known here)";
+  return e.what();
+}
 
 }  // namespace uvflow

@@ -6,7 +6,8 @@
 
 namespace uvflow {
 
-StageHarness::StageHarness(const StageSpec& spec, std::string backend, std::map<std::string, ParamValue> params)
+StageHarness::StageHarness(const StageSpec& spec, std::string backend, std::map<std::string, ParamValue> params,
+                           PortShapes inputs)
     : spec_(spec), backend_(std::move(backend)), state_(spec_, "harness", backend_, files_) {
   const BackendSpec* b = spec_.backend(backend_);
   if (!b) throw std::invalid_argument(spec_.type + " has no backend " + backend_);
@@ -28,7 +29,8 @@ StageHarness::StageHarness(const StageSpec& spec, std::string backend, std::map<
   // As the executor does, a cuda stage has its own stream.
   if (backend_ == "cuda") state_.stream = device::Stream::create();
   stage_->configure(p);
-  PrepareContext pc{"harness", backend_, false, {}};
+  PrepareContext pc{.id = "harness", .backend = backend_, .inputs = inputs,
+                    .outputs = describe_outputs(spec_, p, inputs), .stream = state_.stream};
   stage_->prepare(pc);
 }
 

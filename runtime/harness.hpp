@@ -18,11 +18,15 @@ class StageHarness {
  public:
   // Parameters not given take their spec defaults. Unknown names, and values out of their range
   // or choices (as the pipeline loader checks them), throw std::invalid_argument.
-  StageHarness(const StageSpec& spec, std::string backend, std::map<std::string, ParamValue> params = {});
+  // `inputs`: the shapes prepare() is told its inputs have, as a planner would have described them
+  // (none: all unknown); its outputs' shapes come from the spec's describe.
+  StageHarness(const StageSpec& spec, std::string backend, std::map<std::string, ParamValue> params = {},
+               PortShapes inputs = {});
   // The typed form: StageHarness h(grid_tiled::spec(), "cpu", grid_tiled::decl, {.central_box = 2}).
   template <class P>
-  StageHarness(const StageSpec& spec, std::string backend, const StageDecl<P>& decl, const P& params)
-      : StageHarness(spec, std::move(backend), decl.write(params)) {}
+  StageHarness(const StageSpec& spec, std::string backend, const StageDecl<P>& decl, const P& params,
+               PortShapes inputs = {})
+      : StageHarness(spec, std::move(backend), decl.write(params), std::move(inputs)) {}
   ~StageHarness();
 
   void set_input(const std::string& port, std::shared_ptr<const Payload> p);  // once inputs

@@ -113,6 +113,17 @@ class UnavailableCudaStage final : public Stage {
 
 std::unique_ptr<Stage> unavailable_cuda_stage() { return std::make_unique<UnavailableCudaStage>(); }
 
+PortShapes describe_outputs(const StageSpec& spec, const ParamValues& params, const PortShapes& inputs) {
+  PortShapes described = spec.describe ? spec.describe(params, inputs) : PortShapes{};
+  PortShapes out;
+  for (const auto& port : spec.outputs) {
+    auto it = described.find(port.name);
+    PortShape& s = out[port.name] = it == described.end() ? PortShape{} : it->second;
+    if (port.arity == Arity::once) s.items = 1;
+  }
+  return out;
+}
+
 Work read_device_work(const std::vector<Array<double>>& counters, const device::Stream& s) {
   Work w;
   for (Array<double> c : counters) {

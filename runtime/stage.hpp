@@ -18,6 +18,7 @@
 
 #include "runtime/device.hpp"
 #include "runtime/payload.hpp"
+#include "runtime/payloads/geometry.hpp"
 
 namespace uvflow {
 
@@ -32,6 +33,16 @@ using ParamValue =
                  std::vector<std::string>>;
 std::string to_string(const ParamValue& v);
 
+// What a path parameter names, so that `uvflow check` and the start of `uvflow run` can check it
+// before anything computes: an input must exist, an output's folder must be writable, no two
+// outputs may be the same file, and a per-item output needs {index} for a stream of several items.
+enum class PathRole {
+  none,            // neither (a cache folder, a file searched for in several places)
+  input,           // read: a file or folder that must exist (glob patterns are left to the stage)
+  output,          // written once per run: a file or folder
+  output_per_item  // written once per item; "{index}" in it becomes the item index
+};
+
 struct ParamSpec {
   std::string name;
   ParamType type = ParamType::number;
@@ -42,6 +53,7 @@ struct ParamSpec {
   std::vector<std::string> choices;   // for `choice`
   std::vector<ParamSpec> fields;      // for `records`: each element's (numeric) fields
   std::string doc;
+  PathRole role = PathRole::none;     // for `path` and `paths`: read or written (checked before running)
 };
 
 // Validated parameter values of one stage, with every default filled in.
@@ -132,6 +144,20 @@ struct Out {
   }
 };
 
+// ---------------------------------------------------------------- shapes
+
+// What is known about a port's items before the first exists, so that prepare() can make plans
+// and buffers: the planner asks each stage's `describe` (StageSpec) in topological order, from its
+// parameters and its inputs' shapes. Every field may be unknown, and a stage must still work then
+// (a producer that describes nothing, sizes that depend on the data).
+struct PortShape {
+  std::int64_t items = -1;           // items on the port: 1 for once ports, -1 unknown
+  int nx = 0, ny = 0;                // image pixels, or grid cells, along x and y: 0 unknown
+  std::optional<GridGeometry> grid;  // grids and kernel stacks: the image and grid geometry
+  bool sized() const { return nx > 0 && ny > 0; }
+};
+using PortShapes = std::map<std::string, PortShape, std::less<>>;  // by port name
+
 // ---------------------------------------------------------------- stages
 
 class Context;
@@ -143,9 +169,25 @@ struct PrepareContext {
   // Output ports whose consumers are on the device: a host producer should allocate them in
   // pinned memory so the upload is a true asynchronous copy.
   std::vector<std::string> pinned_outputs;
+  PortShapes inputs, outputs;   // the shapes of the connected inputs, and of the stage's own outputs
+  device::Stream stream;    // the stage's stream (cuda backends, not in a dry run)
   bool pinned(std::string_view port) const {
     for (auto& p : pinned_outputs) if (p == port) return true;
     return false;
+  }
+  // A port's shape; all unknown where nothing described it.
+  const PortShape& input(std::string_view port) const { return find(inputs, port); }
+  const PortShape& output(std::string_view port) const { return find(outputs, port); }
+  template <class T>
+  const PortShape& input(const In<T>& port) const { return input(port.name); }
+  template <class T>
+  const PortShape& output(const Out<T>& port) const { return output(port.name); }
+
+ private:
+  static const PortShape& find(const PortShapes& s, std::string_view port) {
+    static const PortShape unknown;
+    auto it = s.find(port);
+    return it == s.end() ? unknown : it->second;
   }
 };
 
@@ -197,12 +239,21 @@ struct StageSpec {
   std::vector<ParamSpec> params;
   std::vector<BackendSpec> backends;  // the first is the default
   Concurrency concurrency = Concurrency::serial;
+  // Optional: the shapes of the outputs from the checked parameters and the shapes of the inputs
+  // (see PortShape); a port left out is unknown. It runs while planning, `uvflow check` and `plan`
+  // included, so it is cheap, allocates nothing, and leaves unknown what it cannot tell rather
+  // than fail on the environment (prepare() reports that).
+  std::function<PortShapes(const ParamValues&, const PortShapes& inputs)> describe;
 
   const PortSpec* input(std::string_view n) const;
   const PortSpec* output(std::string_view n) const;
   const ParamSpec* param(std::string_view n) const;
   const BackendSpec* backend(std::string_view n) const;
 };
+
+// The shapes of a stage's outputs: its describe (if any), once ports having one item. The planner
+// and the one-stage harness both use it.
+PortShapes describe_outputs(const StageSpec& spec, const ParamValues& params, const PortShapes& inputs);
 
 // Work counters a stage reports for the run table.
 struct Work {

@@ -44,6 +44,7 @@ struct ParamInfo {
   std::vector<ParamSpec> fields;     // records: each element's numeric fields
   std::string doc;
   bool required = false;             // no default: the pipeline must set it
+  PathRole role = PathRole::none;    // path parameters: input, output or output_per_item
 };
 
 namespace detail {
@@ -101,7 +102,8 @@ class Field {
   Field(T P::*member, ParamInfo info) {
     using V = typename detail::is_optional<T>::value_type;
     spec_ = ParamSpec{.name = std::move(info.name), .unit = std::move(info.unit), .min = info.min, .max = info.max,
-                      .choices = std::move(info.choices), .fields = std::move(info.fields), .doc = std::move(info.doc)};
+                      .choices = std::move(info.choices), .fields = std::move(info.fields), .doc = std::move(info.doc),
+                      .role = info.role};
     spec_.type = detail::param_type<V>(!spec_.choices.empty());
     if constexpr (detail::is_optional<T>::value) {
       spec_.optional = true;
@@ -139,6 +141,10 @@ struct StageDecl {
   std::vector<PortSpec> inputs, outputs;
   std::vector<Field<P>> params;
   Concurrency concurrency = Concurrency::serial;
+  // Optional: the output shapes from the typed parameters and the input shapes (StageSpec::describe
+  // says what it may do), e.g. `.describe = [](const Params& p, const PortShapes&) { return PortShapes{{"image",
+  // {.nx = p.size, .ny = p.size}}}; }`. Ports are named by their constants: {std::string(out.name), ...}.
+  std::function<PortShapes(const P&, const PortShapes& inputs)> describe;
 
   // The spec with these backends (the first is the default).
   StageSpec spec(std::vector<BackendSpec> backends) const {
@@ -146,6 +152,10 @@ struct StageDecl {
     for (const auto& f : params) s.params.push_back(f.spec());
     s.backends = std::move(backends);
     s.concurrency = concurrency;
+    if (describe)
+      s.describe = [decl = *this](const ParamValues& values, const PortShapes& in) {
+        return decl.describe(decl.read(values), in);
+      };
     return s;
   }
   // Checked values (every default filled in by the loader or the harness) -> the typed struct.

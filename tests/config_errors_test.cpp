@@ -5,27 +5,33 @@
 #include "graph/pipeline.hpp"
 #include "stages/builtin.hpp"
 #include "tests/support/source_dir.hpp"
+#include "tests/support/temp_dir.hpp"
 
 using namespace uvflow;
 
 namespace {
 
-std::vector<std::string> diagnostics(const std::string& name, std::vector<std::string> sets = {}) {
+// The diagnostics of loading `file`, with its folder left out of every path they name.
+std::vector<std::string> diagnostics_of(const std::filesystem::path& file, std::vector<std::string> sets = {}) {
   Registry reg;
   register_builtin_stages(reg);
-  const std::string file = (test::source_dir() / "tests/configs" / name).string();
   try {
     load_plan(file, sets, reg);
   } catch (const ConfigError& e) {
+    const std::string dir = file.parent_path().string() + "/";
     std::vector<std::string> out;
     for (auto& d : e.diagnostics()) {
       std::string s = d.str();
-      if (s.rfind(file, 0) == 0) s = name + s.substr(file.size());  // path relative to tests/configs
+      for (auto at = s.find(dir); at != std::string::npos; at = s.find(dir)) s.erase(at, dir.size());
       out.push_back(s);
     }
     return out;
   }
   return {"(no error)"};
+}
+
+std::vector<std::string> diagnostics(const std::string& name, std::vector<std::string> sets = {}) {
+  return diagnostics_of(test::source_dir() / "tests/configs" / name, std::move(sets));
 }
 
 using V = std::vector<std::string>;
@@ -95,6 +101,59 @@ TEST(ConfigErrors, OverridesAreCheckedLikeTheFile) {
                "--set grd.backend=cuda: error: no stage 'grd' to set (did you mean 'grid'?)",
                "missing_input.yaml:4:5: error: stage 'grid' (grid.serial): input 'kernels' (KernelStack, once) is "
                "not connected; add 'in: {kernels: STAGE}'"}));
+}
+
+// yaml-cpp keeps a repeated key's later value silently; both repeats are errors, and nothing else
+// is reported (the misleading "unknown variable" the second `vars` would cause).
+TEST(ConfigErrors, DuplicateKeysAreErrorsAtTheSecond) {
+  EXPECT_EQ(diagnostics("duplicate_key.yaml"),
+            (V{"duplicate_key.yaml:7:52: error: duplicate key 'oversample' (first at line 7, column 37); a key may "
+               "appear once in a mapping",
+               "duplicate_key.yaml:9:1: error: duplicate key 'vars' (first at line 2, column 1); a key may appear once "
+               "in a mapping"}));
+}
+
+TEST(ConfigErrors, ATabInTheIndentationIsNamed) {
+  EXPECT_EQ(diagnostics("tab_indent.yaml"),
+            V{"tab_indent.yaml:4:2: error: YAML syntax: illegal block entry (a tab character at line 4, column 1: YAML "
+              "indents with spaces only)"});
+}
+
+TEST(ConfigErrors, TheFileItselfNamesWhatIsWrongWithIt) {
+  test::TempDir dir;
+  EXPECT_EQ(diagnostics_of(dir / "none.yaml"),
+            V{"none.yaml: error: cannot read the pipeline file: No such file or directory"});
+  std::filesystem::create_directory(dir / "folder.yaml");
+  EXPECT_EQ(diagnostics_of(dir / "folder.yaml"), V{"folder.yaml: error: is a folder, not a pipeline file"});
+  // A binary file: no byte of it reaches the terminal, NUL least of all.
+  const char bytes[] = "schema: \x7f" "ELF\x02\x01\0\0\x1b[31m";
+  const std::string binary(bytes, sizeof bytes - 1);
+  dir.write("binary.yaml", binary);
+  EXPECT_EQ(diagnostics_of(dir / "binary.yaml"),
+            V{"binary.yaml:1:15: error: not a text file (a NUL byte here): a pipeline is a YAML text file"});
+  dir.write("escape.yaml", "schema: uvflow/1\n\x1b[2J: 1\nstages: [{id: a, type: io.simulate}]\n");
+  EXPECT_EQ(diagnostics_of(dir / "escape.yaml"),
+            V{"escape.yaml:2:1: error: unknown top-level key '\\x1b[2J'"});
+}
+
+TEST(ConfigErrors, OverridesOfUnknownVariablesAndRunKeysAreErrors) {
+  EXPECT_EQ(diagnostics("vars.yaml", {"vars.npx=512", "run.max_inflight=2", "vars.npix=512"}),
+            (V{"--set run.max_inflight=2: error: unknown key 'run.max_inflight' (did you mean 'max_in_flight'?)",
+               "--set vars.npx=512: error: no variable 'npx' to set (did you mean 'npix'?)"}));
+  EXPECT_EQ(diagnostics("missing_input.yaml", {"vars.npix=512"}),
+            (V{"--set vars.npix=512: error: no variable 'npix' to set; the pipeline has no vars",
+               "missing_input.yaml:4:5: error: stage 'grid' (grid.serial): input 'kernels' (KernelStack, once) is "
+               "not connected; add 'in: {kernels: STAGE}'"}));
+}
+
+// A plugin is looked for next to the pipeline file and in --plugin-path, never in the working
+// directory (cli_test plants one there).
+TEST(ConfigErrors, PluginsAreNotLookedForInTheWorkingDirectory) {
+  EXPECT_EQ(diagnostics("plugin_elsewhere.yaml"),
+            (V{"plugin_elsewhere.yaml:2:11: error: plugin 'test_stages_plugin.so' not found (looked for "
+               "test_stages_plugin.so; a relative plugin path is next to the pipeline file or in a --plugin-path "
+               "folder)",
+               "plugin_elsewhere.yaml:4:21: error: unknown stage type 'test.source'; 'uvflow stages' lists them"}));
 }
 
 TEST(ConfigErrors, ValidPipelinesHaveNone) {

@@ -3,13 +3,16 @@
 // harness's parameter checks, the loader's.
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <fstream>
 #include <thread>
 
 #include "graph/executor.hpp"
 #include "graph/pipeline.hpp"
 #include "runtime/harness.hpp"
+#include "runtime/units.hpp"
 #include "stages/builtin.hpp"
+#include "stages/grid/tiled.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/test_stages.hpp"
 
@@ -227,5 +230,150 @@ TEST_F(Fixture, LoaderAndHarnessShareTheRangeMessage) {
     FAIL() << "expected std::invalid_argument";
   } catch (const std::invalid_argument& e) {
     EXPECT_EQ(std::string(e.what()), "test.scale parameter 'factor' = 300 is out of range [-100, 100]");
+  }
+}
+
+// ------------------------------------------------------------------------------ shapes before the run
+
+namespace {
+
+// What test.probe's prepare() was told of its input.
+PortShape& probed() {
+  static PortShape s;
+  return s;
+}
+
+StageSpec probe_spec() {
+  struct Probe : Stage {
+    void prepare(PrepareContext& pc) override { probed() = pc.input("in"); }
+    void process(Context&) override {}
+  };
+  StageSpec s{.type = "test.probe", .summary = "keeps the shape prepare() is told its input has"};
+  s.inputs = {PortSpec{.name = "in", .type = "Image", .arity = Arity::once, .residency = Residency::host}};
+  s.backends = {{"cpu", [] { return std::unique_ptr<Stage>(std::make_unique<Probe>()); }}};
+  return s;
+}
+
+}  // namespace
+
+// kernels.wproj describes the geometry from its parameters; the gridder, the FFT and the grid
+// correction pass it on, and a stage's prepare() (here in a dry run, as `uvflow check` does) is told
+// its input's shape. A 200-pixel image padded 1.3 times: the smallest even 2^a 3^b 5^c above 259 is
+// 270 (260 = 2^2 5 13, ..., 268 = 2^2 67 are not).
+TEST_F(Fixture, PrepareIsToldTheShapesThePlannerDescribed) {
+  reg.add(probe_spec());
+  probed() = PortShape{};
+  auto p = plan(R"(schema: uvflow/1
+name: shapes
+stages:
+  - {id: vis, type: io.simulate, params: {preset: small}}
+  - {id: kernels, type: kernels.wproj, params: {image_size: 200, cell_arcsec: 30, padding: 1.3}, in: {info: vis}}
+  - {id: sort, type: uvw.w_sort, in: {vis: vis, kernels: kernels}}
+  - {id: grid, type: grid.serial, in: {vis: sort, kernels: kernels}}
+  - {id: image, type: fft.grid_to_image, in: {grid: grid}}
+  - {id: corr, type: image.grid_correct, in: {image: image, kernels: kernels}}
+  - {id: probe, type: test.probe, in: {in: corr}}
+)");
+  const GridGeometry want{.image_size = 200, .grid_size = 270, .cell_rad = 30 * kArcsecToRad};
+  auto output = [&](const std::string& id, const std::string& port) -> const PortShape& {
+    for (auto& st : p.stages)
+      if (st.id == id) return st.outputs.at(port).shape;
+    throw std::logic_error("no stage " + id);
+  };
+  ASSERT_TRUE(output("kernels", "kernels").grid);
+  EXPECT_EQ(*output("kernels", "kernels").grid, want);
+  EXPECT_FALSE(output("kernels", "kernels").sized());  // the planes depend on the data
+  EXPECT_EQ(output("grid", "grid").nx, 270);
+  EXPECT_EQ(output("image", "image").nx, 200);
+  EXPECT_EQ(output("vis", "vis").nx, 0);  // io.simulate describes nothing: unknown
+  dry_run_prepare(p);
+  EXPECT_EQ(probed().nx, 200);
+  EXPECT_EQ(probed().ny, 200);
+  EXPECT_EQ(probed().items, 1);
+  ASSERT_TRUE(probed().grid);
+  EXPECT_EQ(*probed().grid, want);
+}
+
+// grid.tiled makes its grid in prepare() when its kernels' geometry is described: finish() then
+// emits it without reading the kernel stack (none is given here). Undescribed, it still needs the
+// stack, as a stage whose producer describes nothing must keep working.
+TEST(Prepare, GridTiledMakesItsGridFromTheDescribedGeometry) {
+  const GridGeometry g{.image_size = 40, .grid_size = 48, .cell_rad = 1e-4};
+  StageHarness h(grid_tiled::spec(), "cpu", grid_tiled::decl, {}, {{"kernels", PortShape{.items = 1, .grid = g}}});
+  h.finish();
+  auto grid = h.output<Grid>("grid");
+  EXPECT_EQ(grid->geom, g);
+  ASSERT_EQ(grid->cells.size(), 48u * 48u);
+  EXPECT_TRUE(std::all_of(grid->cells.begin(), grid->cells.end(), [](cfloat c) { return c == cfloat(0); }));
+  EXPECT_EQ(grid->gridded(), 0);
+  StageHarness undescribed(grid_tiled::spec(), "cpu", grid_tiled::decl, {});
+  EXPECT_THROW(undescribed.finish(), std::logic_error);
+}
+
+// ---- Outputs, signals and errors (docs/reliability.md)
+
+// The report is committed with the outputs: one that cannot be written fails the run before it
+// computes, and nothing is written (no output, no temporary).
+TEST_F(Fixture, ReportIsCommittedWithTheOutputsOrNothingIs) {
+  auto p = plan(linear(), {"src.n=3"});
+  std::filesystem::current_path(dir.path());
+  dir.write("notadir", "");
+  try {
+    run_plan(p, ExecOptions{.report = "notadir/r.json"});
+    FAIL() << "expected an OutputError";
+  } catch (const OutputError& e) {
+    EXPECT_NE(std::string(e.what()).find("notadir/r.json"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(sum_order().empty()) << "the run computed before failing";
+  for (auto& f : std::filesystem::directory_iterator(dir.path()))
+    EXPECT_TRUE(f.path().filename() == "p.yaml" || f.path().filename() == "notadir") << "left behind: " << f.path();
+  RunReport r = run_plan(p, ExecOptions{.report = "out/r.json"});
+  std::ifstream in(dir / "out/r.json");
+  std::string json((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_NE(json.find("\"total.txt\""), std::string::npos) << json;
+  ASSERT_EQ(r.outputs.size(), 1u);
+  EXPECT_EQ(r.outputs[0], "total.txt");
+}
+
+// SIGTERM, SIGHUP and SIGQUIT cancel the run as SIGINT does; the process exits 128 + the signal.
+TEST_F(Fixture, InterruptCarriesItsSignal) {
+  auto p = plan(linear(), {"src.delay_ms=1", "src.n=5"});
+  std::filesystem::current_path(dir.path());
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {
+    request_interrupt(sig);
+    try {
+      run_plan(p);
+      FAIL() << "expected Interrupted";
+    } catch (const Interrupted& e) {
+      EXPECT_EQ(e.signal(), sig);
+      EXPECT_EQ(e.exit_code(), 128 + sig);
+    }
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir / "total.txt"));
+}
+
+// A stage that fails while it is set up says "setup", not "end of stream".
+TEST_F(Fixture, SetupErrorIsLabelledSetup) {
+  auto p = plan(linear(), {"src.fail_on_open=true"});
+  try {
+    run_plan(p);
+    FAIL();
+  } catch (const StageError& e) {
+    EXPECT_EQ(e.item(), StageError::kSetup);
+    EXPECT_EQ(std::string(e.what()).rfind("stage 'src' (backend cpu, setup): prepare: ", 0), 0u) << e.what();
+  }
+}
+
+// Out of memory in a stage names the stage, the item and the size asked for.
+TEST_F(Fixture, OutOfMemoryNamesStageItemAndSize) {
+  auto p = plan(linear("  - {id: big, type: test.crash, params: {at: 2, how: alloc}, in: {in: scale}}\n", "big"));
+  std::filesystem::current_path(dir.path());
+  try {
+    run_plan(p);
+    FAIL();
+  } catch (const StageError& e) {
+    EXPECT_EQ(e.code(), ExitCode::runtime);
+    EXPECT_EQ(std::string(e.what()),
+              "stage 'big' (backend cpu, host, item 2): out of memory: could not allocate 268435456.0 GiB for a host array");
   }
 }

@@ -1,9 +1,9 @@
 // The cuda backends of uvw.w_sort, uvw.bounding_box, tiles.count and tiles.bucket_sort against
 // their cpu backends (which gridding_test.cpp checks against brute force): random kernel stacks,
 // random visibilities with footprints on and past every grid edge, both signs of w, thousands in
-// one cell and non-finite uvw; every output array on the device; and the device chain, downloaded
-// and gridded by the CPU grid.tiled, against the CPU chain. Fixed and fresh random seeds. Skips
-// without a CUDA device.
+// one cell; every output array on the device; the device chain, downloaded and gridded by the CPU
+// grid.tiled, against the CPU chain; and non-finite uvw, an input error at the end of the stream.
+// Fixed and fresh random seeds. Skips without a CUDA device.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -64,30 +64,16 @@ const std::vector<Shape> kShapes = {
     {32, 16, 4, 1024, 300000, {{64, 64}, {32, 32}}},
 };
 
-// A block's visibilities for the cpu backend (all finite) and for the cuda backend (the same, in
-// the same order, with non-finite uvw inserted at random places).
-struct Case {
-  std::vector<VisAt> finite, with_bad;
-  std::int64_t bad = 0;
-};
-
-Case mixed_case(std::mt19937_64& rng, const KernelStack& ks, std::size_t n) {
+// A block's visibilities: random, on and past every edge, and thousands in one cell.
+std::vector<VisAt> mixed_case(std::mt19937_64& rng, const KernelStack& ks, std::size_t n) {
   std::int64_t outside = 0;
-  Case c;
-  c.finite = random_vis(rng, ks, n);
+  std::vector<VisAt> v = random_vis(rng, ks, n);
   const auto edges = edge_vis(rng, ks, &outside);
   const auto hot = hot_cell_vis(rng, ks, 3000, 2, -1);  // thousands in one cell, near the centre
-  c.finite.insert(c.finite.end(), edges.begin(), edges.end());
-  c.finite.insert(c.finite.end(), hot.begin(), hot.end());
-  std::shuffle(c.finite.begin(), c.finite.end(), rng);
-  c.with_bad = c.finite;
-  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
-  for (const VisAt& bad : {VisAt{nan, 0, 0}, VisAt{0, inf, 0}, VisAt{0, 0, -inf}, VisAt{-inf, nan, nan}}) {
-    std::uniform_int_distribution<std::size_t> at(0, c.with_bad.size());
-    c.with_bad.insert(c.with_bad.begin() + std::ptrdiff_t(at(rng)), bad);
-    ++c.bad;
-  }
-  return c;
+  v.insert(v.end(), edges.begin(), edges.end());
+  v.insert(v.end(), hot.begin(), hot.end());
+  std::shuffle(v.begin(), v.end(), rng);
+  return v;
 }
 
 // Every array of every output payload is in device memory.
@@ -152,47 +138,34 @@ class GpuSort : public test::GpuTest {
 
 };
 
-// The cpu and cuda inputs of a test: a mixed block (with `skipped` already set, to see it carried),
-// an empty block, a block with nothing on the grid, and a small random one.
-struct Inputs {
-  Blocks cpu, cuda;  // cuda: on the host still
-  std::vector<std::int64_t> bad;
-};
-
-Inputs inputs(std::mt19937_64& rng, const KernelStack& ks, std::size_t n) {
-  const Case mixed = mixed_case(rng, ks, n);
-  const double far = 0.6 * ks.geom.grid_size, nan = std::numeric_limits<double>::quiet_NaN();
+// The inputs of a test, the same on both backends (the cuda ones on the host still): a mixed block
+// (with `skipped` already set, to see it carried), an empty block, a block with nothing on the
+// grid, and a small random one.
+Blocks inputs(std::mt19937_64& rng, const KernelStack& ks, std::size_t n) {
+  const double far = 0.6 * ks.geom.grid_size;
   const std::vector<VisAt> off_grid = {{far, 0, 0}, {0, -far, plane_w(ks, ks.planes - 1, 1)}, {far, far, -1}};
-  auto with_skipped = [](std::shared_ptr<VisBlock> b) {
-    b->skipped = 3;
-    return b;
-  };
-  Inputs in;
-  in.cpu = {with_skipped(make_block(ks, mixed.finite, 0)), make_block(ks, {}, 1), make_block(ks, off_grid, 2),
-            make_block(ks, random_vis(rng, ks, 100), 3)};
-  auto off_grid_bad = off_grid;
-  off_grid_bad.push_back({nan, 1, 1});
-  in.cuda = {with_skipped(make_block(ks, mixed.with_bad, 0)), in.cpu[1], make_block(ks, off_grid_bad, 2), in.cpu[3]};
-  in.bad = {mixed.bad, 0, 1, 0};
-  return in;
+  auto mixed = make_block(ks, mixed_case(rng, ks, n), 0);
+  mixed->skipped = 3;
+  return {mixed, make_block(ks, {}, 1), make_block(ks, off_grid, 2), make_block(ks, random_vis(rng, ks, 100), 3)};
 }
 
-// The cuda block holds the cpu block's visibilities in the same order, then the ones off the grid
-// (non-finite included) in input order with plane -1.
-void expect_w_sort_matches(const VisBlock& gpu, const VisBlock& cpu, const VisBlock& in, const KernelStack& ks,
-                           std::int64_t bad) {
-  const std::size_t kept = cpu.size(), n = in.size();
+// The cuda block is the cpu block bit for bit: the visibilities on the grid sorted by plane, then
+// the ones off it in input order with plane -1 (gridding_test.cpp checks the cpu one), the block's
+// size and `skipped` the input's.
+void expect_w_sort_matches(const VisBlock& gpu, const VisBlock& cpu, const VisBlock& in, const KernelStack& ks) {
+  const std::size_t n = in.size();
   ASSERT_EQ(gpu.size(), n);
+  ASSERT_EQ(cpu.size(), n);
   ASSERT_TRUE(gpu.placed());
   EXPECT_EQ(gpu.index, cpu.index);
   EXPECT_EQ(gpu.obs, in.obs);
   EXPECT_EQ(gpu.skipped, in.skipped);
-  EXPECT_EQ(std::int64_t(n - kept), cpu.skipped - in.skipped + bad) << "off the grid at the end";
+  EXPECT_EQ(cpu.skipped, in.skipped);
   EXPECT_EQ(gpu.grid_size, cpu.grid_size);
   EXPECT_EQ(gpu.max_support, ks.max_support);
   EXPECT_EQ(gpu.max_support, cpu.max_support);
   EXPECT_TRUE(gpu.antenna1.empty() && gpu.antenna2.empty() && gpu.channel.empty() && gpu.time.empty());
-  for (std::size_t d = 0; d < kept; ++d) {
+  for (std::size_t d = 0; d < n; ++d) {
     ASSERT_TRUE(same_bits(gpu.uu[d], cpu.uu[d])) << d;
     ASSERT_TRUE(same_bits(gpu.vv[d], cpu.vv[d])) << d;
     ASSERT_TRUE(same_bits(gpu.ww[d], cpu.ww[d])) << d;
@@ -202,21 +175,6 @@ void expect_w_sort_matches(const VisBlock& gpu, const VisBlock& cpu, const VisBl
         << d << ": plane " << gpu.coords[d].plane << " vs " << cpu.coords[d].plane << ", cell (" << gpu.coords[d].u
         << ", " << gpu.coords[d].v << ") vs (" << cpu.coords[d].u << ", " << cpu.coords[d].v << ")";
   }
-  // The rest: the input's visibilities that place() puts off the grid, in input order.
-  const Placement p = Placement::of(ks);
-  std::size_t d = kept;
-  for (std::size_t i = 0; i < n; ++i) {
-    GridCoord c;
-    if (place(p, ks.support.data(), in.uu[i], in.vv[i], in.ww[i], c) == Placed::inside) continue;
-    ASSERT_LT(d, n);
-    ASSERT_TRUE(same_bits(gpu.uu[d], in.uu[i]) && same_bits(gpu.vv[d], in.vv[i]) && same_bits(gpu.ww[d], in.ww[i]))
-        << "slot " << d << ", input " << i;
-    ASSERT_TRUE(same_bits(gpu.vis[d], in.vis[i]) && same_bits(gpu.weight[d], in.weight[i])) << d;
-    const GridCoord off{0, 0, -1, 0, 0, 0, 0, 0};
-    ASSERT_TRUE(same_bits(gpu.coords[d], off)) << d << ": plane " << gpu.coords[d].plane;
-    ++d;
-  }
-  EXPECT_EQ(d, n);
 }
 
 // The cuda layout covers the whole grid with the cpu alignment; the cpu layout (the box's) sits in
@@ -305,20 +263,21 @@ TEST_F(GpuSort, WSortMatchesCpu) {
     for (const Shape& sh : kShapes) {
       SCOPED_TRACE(sh.str());
       auto ks = random_kernel_stack(rng, sh.planes, sh.max_support, sh.oversample, sh.grid_size);
-      const Inputs in = inputs(rng, *ks, sh.vis);
+      const Blocks in = inputs(rng, *ks, sh.vis);
       StageHarness cpu(uvw_w_sort::spec(), "cpu"), gpu(uvw_w_sort::spec(), "cuda");
       cpu.set_input("kernels", ks);
       gpu.set_input("kernels", moved(std::shared_ptr<const KernelStack>(ks), Location::device));
-      const Blocks on_device = upload(in.cuda);
-      for (std::size_t b = 0; b < in.cpu.size(); ++b) {
+      const Blocks on_device = upload(in);
+      for (std::size_t b = 0; b < in.size(); ++b) {
         SCOPED_TRACE("block " + std::to_string(b));
-        cpu.process({{"vis", in.cpu[b]}});
+        cpu.process({{"vis", in[b]}});
         gpu.process({{"vis", on_device[b]}});
         auto out = gpu.output<VisBlock>("vis", b);
         expect_on_device(*out, "uvw.w_sort");
-        expect_w_sort_matches(*moved(out, Location::host), *cpu.output<VisBlock>("vis", b), *in.cuda[b], *ks, in.bad[b]);
+        expect_w_sort_matches(*moved(out, Location::host), *cpu.output<VisBlock>("vis", b), *in[b], *ks);
       }
-      EXPECT_EQ(gpu.work().visibilities, cpu.work().visibilities + 5);  // the non-finite ones
+      gpu.finish();  // all finite: no error
+      EXPECT_EQ(gpu.work().visibilities, cpu.work().visibilities);
     }
   }
 }
@@ -330,20 +289,20 @@ TEST_F(GpuSort, BoxCountsAndBucketsMatchCpu) {
     for (const Shape& sh : kShapes) {
       SCOPED_TRACE(sh.str());
       auto ks = random_kernel_stack(rng, sh.planes, sh.max_support, sh.oversample, sh.grid_size);
-      const Inputs in = inputs(rng, *ks, sh.vis);
+      const Blocks in = inputs(rng, *ks, sh.vis);
       auto dks = moved(std::shared_ptr<const KernelStack>(ks), Location::device);
-      const Blocks on_device = upload(in.cuda);
+      const Blocks on_device = upload(in);
       for (const Tiles& t : sh.tilings) {
         SCOPED_TRACE(t.str());
-        const auto cpu = chain("cpu", ks, in.cpu, t), gpu = chain("cuda", dks, on_device, t);
-        for (std::size_t b = 0; b < in.cpu.size(); ++b) {
+        const auto cpu = chain("cpu", ks, in, t), gpu = chain("cuda", dks, on_device, t);
+        for (std::size_t b = 0; b < in.size(); ++b) {
           SCOPED_TRACE("block " + std::to_string(b));
           EXPECT_EQ(gpu[b].box->index, cpu[b].box->index);
           EXPECT_EQ(gpu[b].box->range.to_vector(), cpu[b].box->range.to_vector());
           expect_tiles_match(gpu[b], cpu[b], t, *ks);
         }
         EXPECT_EQ(cpu[1].box->range.to_vector(), (std::vector<std::int32_t>{1, 0, 1, 0})) << "empty block";
-        EXPECT_EQ(gpu[2].box->range.to_vector(), (std::vector<std::int32_t>{1, 0, 1, 0})) << "nothing on the grid";
+        EXPECT_EQ(cpu[2].box->range.to_vector(), (std::vector<std::int32_t>{1, 0, 1, 0})) << "nothing on the grid";
       }
     }
   }
@@ -358,10 +317,10 @@ TEST_F(GpuSort, DeviceChainGridsLikeCpuChain) {
     for (const Shape& sh : {kShapes[0], kShapes[1], kShapes[4]}) {
       SCOPED_TRACE(sh.str());
       auto ks = random_kernel_stack(rng, sh.planes, sh.max_support, sh.oversample, sh.grid_size);
-      const Inputs in = inputs(rng, *ks, sh.vis);
+      const Blocks in = inputs(rng, *ks, sh.vis);
       const Tiles t = sh.tilings.back();
-      const auto cpu = chain("cpu", ks, in.cpu, t);
-      const auto gpu = chain("cuda", moved(std::shared_ptr<const KernelStack>(ks), Location::device), upload(in.cuda), t);
+      const auto cpu = chain("cpu", ks, in, t);
+      const auto gpu = chain("cuda", moved(std::shared_ptr<const KernelStack>(ks), Location::device), upload(in), t);
       auto grid = [&](const std::vector<Sorted>& sorted) {
         StageHarness h(grid_tiled::spec(), "cpu", {{"central_box", std::int64_t(2)}});
         h.set_input("kernels", ks);
@@ -370,14 +329,52 @@ TEST_F(GpuSort, DeviceChainGridsLikeCpuChain) {
         return h.output<Grid>("grid");
       };
       const auto g = grid(gpu), ref = grid(cpu);
-      std::int64_t bad = 0;
-      for (auto b : in.bad) bad += b;
       EXPECT_LT(relative_frobenius(*g, ref->cells), 1e-5);
       EXPECT_NEAR(g->norm(), ref->norm(), 1e-9 * std::abs(ref->norm()));
       EXPECT_GT(g->gridded(), 0);
       EXPECT_EQ(g->gridded(), ref->gridded());
-      EXPECT_EQ(g->skipped(), ref->skipped() + bad) << "non-finite uvw: an error on the cpu, skipped on the device";
+      EXPECT_GT(g->skipped(), 0);
+      EXPECT_EQ(g->skipped(), ref->skipped());
     }
+  }
+}
+
+// Non-finite uvw is an InputError on both backends. The cpu raises it at the block; the cuda
+// backend cannot raise in a kernel or read the block without a wait, so it sorts every block (the
+// bad ones off the grid), counts them on the device and raises the error at the end of the stream,
+// naming the first one, which the cpu names too.
+TEST_F(GpuSort, NonFiniteUvwIsAnInputErrorAtTheEndOfTheStream) {
+  std::mt19937_64 rng(7);
+  auto ks = random_kernel_stack(rng, 6, 4, 4, 64);
+  auto dks = moved(std::shared_ptr<const KernelStack>(ks), Location::device);
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  auto with_bad = [&](std::int64_t index, std::vector<std::pair<std::size_t, VisAt>> bad) {
+    auto v = random_vis(rng, *ks, 1000);
+    for (auto& [at, x] : bad) v.insert(v.begin() + std::ptrdiff_t(at), x);
+    return make_block(*ks, v, index);
+  };
+  const Blocks blocks = {make_block(*ks, random_vis(rng, *ks, 500), 0),
+                         with_bad(1, {{17, {nan, 0, 0}}, {400, {0, 0, -inf}}}),
+                         with_bad(2, {{3, {0, inf, 0}}})};
+  StageHarness gpu(uvw_w_sort::spec(), "cuda");
+  gpu.set_input("kernels", dks);
+  for (auto& b : upload(blocks)) gpu.process({{"vis", b}});
+  for (std::size_t b = 0; b < blocks.size(); ++b)
+    EXPECT_EQ(gpu.output<VisBlock>("vis", b)->size(), blocks[b]->size()) << "every block sorted, bad ones kept";
+  try {
+    gpu.finish();
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), "block 1, visibility 17: uvw is not finite (3 such visibilities in the stream)");
+  }
+  StageHarness cpu(uvw_w_sort::spec(), "cpu");
+  cpu.set_input("kernels", ks);
+  cpu.process({{"vis", blocks[0]}});
+  try {
+    cpu.process({{"vis", blocks[1]}});
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("block 1, visibility 17: uvw is not finite", 0), 0u) << e.what();
   }
 }
 

@@ -290,21 +290,24 @@ TEST(UvwWSort, PlacesEachVisibilityAndSortsStablyByPlane) {
     in->skipped = 5;
     const auto out = run_chain(ks, {in}, {}).placed[0];
 
-    // Expected: the visibilities inside the grid, stably sorted by plane.
-    std::vector<std::size_t> kept;
+    // Expected: the visibilities inside the grid, stably sorted by plane, then those outside it in
+    // input order, with plane -1 (the block keeps its size; `skipped` stays the input's).
+    std::vector<std::size_t> kept, outside_at;
     std::vector<RefPlacement> where(v.size());
     for (std::size_t i = 0; i < v.size(); ++i) {
       where[i] = ref_place(in->uu[i], in->vv[i], in->ww[i], *ks);
-      if (where[i].inside) kept.push_back(i);
+      (where[i].inside ? kept : outside_at).push_back(i);
     }
+    ASSERT_GE(std::int64_t(outside_at.size()), outside);  // random_vis may add some
     std::stable_sort(kept.begin(), kept.end(), [&](auto a, auto b) { return where[a].plane < where[b].plane; });
-    ASSERT_EQ(out->size(), kept.size());
-    EXPECT_EQ(out->skipped, 5 + std::int64_t(v.size() - kept.size()));
+    ASSERT_EQ(out->size(), v.size());
+    EXPECT_EQ(out->skipped, 5);
     EXPECT_EQ(out->index, 7);
     EXPECT_EQ(out->grid_size, ks->geom.grid_size);
     EXPECT_TRUE(out->placed());
-    for (std::size_t d = 0; d < kept.size(); ++d) {
-      const std::size_t i = kept[d];
+    for (std::size_t d = 0; d < v.size(); ++d) {
+      const bool inside = d < kept.size();
+      const std::size_t i = inside ? kept[d] : outside_at[d - kept.size()];
       const RefPlacement& p = where[i];
       const GridCoord& c = out->coords[d];
       ASSERT_EQ(out->uu[d], in->uu[i]) << d;
@@ -312,6 +315,10 @@ TEST(UvwWSort, PlacesEachVisibilityAndSortsStablyByPlane) {
       ASSERT_EQ(out->ww[d], in->ww[i]) << d;
       ASSERT_EQ(out->vis[d], in->vis[i]) << d;
       ASSERT_EQ(out->weight[d], in->weight[i]) << d;
+      if (!inside) {
+        ASSERT_EQ(c.plane, -1) << d;
+        continue;
+      }
       ASSERT_EQ(c.u, p.u) << d;
       ASSERT_EQ(c.v, p.v) << d;
       ASSERT_EQ(c.plane, p.plane) << d;
@@ -336,7 +343,7 @@ TEST(UvwWSort, RejectsNonFiniteUvw) {
 // Does the footprint of c meet tile t of layout l? Written from the layout's definition.
 bool meets(const TileLayout& l, std::int64_t t, const GridCoord& c) {
   const int u0 = l.origin_u + int(t % l.ntiles_u) * l.tile_u, v0 = l.origin_v + int(t / l.ntiles_u) * l.tile_v;
-  return c.u + c.support >= u0 && c.u - c.support < u0 + l.tile_u && c.v + c.support >= v0 &&
+  return c.plane >= 0 && c.u + c.support >= u0 && c.u - c.support < u0 + l.tile_u && c.v + c.support >= v0 &&
          c.v - c.support < v0 + l.tile_v;
 }
 
@@ -368,7 +375,7 @@ TEST(TilesCountBucketSort, BoxLayoutAndCountsMatchBruteForce) {
           v_min = std::min(v_min, p.v - p.support);
           v_max = std::max(v_max, p.v + p.support);
         }
-        if (vis.size() == 0) {
+        if (u_min > u_max) {  // nothing on the grid (off-grid visibilities stay in the block)
           EXPECT_TRUE(box.empty());
           EXPECT_EQ(l.count(), 0);
           continue;

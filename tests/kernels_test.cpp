@@ -2,6 +2,8 @@
 // published coefficients, the size and plane-count formulas of WPROJ.md, and a direct
 // double-precision DFT of every plane's screen (no FFT) for small kernel sizes; and its disk cache.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
 #include <oneapi/tbb/global_control.h>
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
@@ -13,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -20,6 +23,7 @@
 
 #include "runtime/error.hpp"
 #include "runtime/harness.hpp"
+#include "runtime/kernel_cache.hpp"
 #include "stages/shared/fftw.hpp"
 #include "stages/shared/spheroidal.hpp"
 #include "stages/kernels/wproj.hpp"
@@ -578,4 +582,126 @@ TEST(FftwWisdom, ExportMakesTheFolderAndLeavesAnUnchangedFileAlone) {
   std::filesystem::last_write_time(file, past);
   ASSERT_TRUE(fftw::export_wisdom(file));
   EXPECT_EQ(std::filesystem::last_write_time(file), past);
+}
+
+// ---- Outputs, signals and errors: the kernel cache (docs/reliability.md)
+
+namespace {
+
+// Sets an environment variable for a scope.
+struct Env {
+  std::string name;
+  std::optional<std::string> old;
+  Env(const char* n, const std::string& v) : name(n) {
+    if (const char* o = std::getenv(n)) old = o;
+    setenv(n, v.c_str(), 1);
+  }
+  ~Env() {
+    if (old) setenv(name.c_str(), old->c_str(), 1);
+    else unsetenv(name.c_str());
+  }
+};
+
+}  // namespace
+
+// By default the cache is under $XDG_CACHE_HOME/uvflow (not ./.cache), and the log says how big it
+// has grown.
+TEST(KernelCache, DefaultsToTheUsersCacheFolder) {
+  TempDir dir;
+  Env xdg("XDG_CACHE_HOME", (dir / "xdg").string());
+  const auto cwd = std::filesystem::current_path();
+  std::filesystem::create_directory(dir / "work");
+  std::filesystem::current_path(dir / "work");
+  std::ostringstream log;
+  const auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(
+      std::make_shared<spdlog::logger>("capture", std::make_shared<spdlog::sinks::ostream_sink_st>(log)));
+  {
+    auto params = params_for(Case{});
+    params.erase("cache_dir");
+    StageHarness h(kernels_wproj::spec(), "cpu", params);
+    h.set_input("info", w_stats_info(5000, 100, 2000));
+    h.process();
+  }
+  spdlog::set_default_logger(previous);
+  std::filesystem::current_path(cwd);
+  EXPECT_TRUE(std::filesystem::is_empty(dir / "work")) << "nothing under the current folder";
+  const auto entries = kernel_cache::list(dir / "xdg" / "uvflow" / "kernels");
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0].path.filename().string().rfind("wproj-", 0), 0u);
+  EXPECT_NE(log.str().find("cached the stack (" + bytes_text(entries[0].bytes) + ") in " +
+                           (dir / "xdg" / "uvflow" / "kernels").string() + "; the cache holds " +
+                           bytes_text(entries[0].bytes) + " of its 4.0 GiB cap"),
+            std::string::npos)
+      << log.str();
+}
+
+// Past the cap, the least recently used stacks go first; files the cache did not write stay.
+TEST(KernelCache, EvictsTheLeastRecentlyUsed) {
+  TempDir dir;
+  const auto now = std::filesystem::file_time_type::clock::now();
+  std::vector<std::filesystem::path> stacks;
+  for (int i = 0; i < 4; ++i) {
+    char name[40];
+    std::snprintf(name, sizeof name, "wproj-%016x.bin", i);
+    stacks.push_back(dir.write(name, std::string(1000, 'k')));
+    std::filesystem::last_write_time(stacks.back(), now - std::chrono::hours(10 - i));  // 0 oldest
+  }
+  dir.write("notes.txt", std::string(5000, 'n'));
+  kernel_cache::touch(stacks[0]);  // read just now: the most recently used
+  const auto t = kernel_cache::trim(dir.path(), 2500);
+  EXPECT_EQ(t.removed, 2);
+  EXPECT_EQ(t.removed_bytes, 2000u);
+  EXPECT_EQ(t.total, 2000u);
+  EXPECT_TRUE(std::filesystem::exists(stacks[0]));
+  EXPECT_FALSE(std::filesystem::exists(stacks[1]));
+  EXPECT_FALSE(std::filesystem::exists(stacks[2]));
+  EXPECT_TRUE(std::filesystem::exists(stacks[3]));
+  EXPECT_TRUE(std::filesystem::exists(dir / "notes.txt"));
+}
+
+TEST(KernelCache, CapFromTheEnvironment) {
+  {
+    Env cap("UVFLOW_CACHE_MAX", "500M");
+    EXPECT_EQ(kernel_cache::cap_bytes(), 500ull << 20);
+  }
+  {
+    Env cap("UVFLOW_CACHE_MAX", "0");
+    EXPECT_EQ(kernel_cache::cap_bytes(), 0u);
+  }
+  {
+    Env cap("UVFLOW_CACHE_MAX", "lots");
+    EXPECT_THROW(kernel_cache::cap_bytes(), InputError);
+  }
+  Env unset("UVFLOW_CACHE_MAX", "");
+  EXPECT_EQ(kernel_cache::cap_bytes(), 4ull << 30);
+}
+
+// FFTW's planner aborts ("assertion failed") when an allocation fails; uvflow turns that into an
+// OutOfMemory error. In a child process allowed 64 MiB more address space than it has, plan a
+// transform of a prime length 16777259 (Bluestein's algorithm: its tables alone need about 512
+// MiB): exit 7 when it threw.
+[[noreturn]] void plan_with_little_memory() {
+  long pages = 0;
+  std::ifstream("/proc/self/statm") >> pages;
+  const rlim_t limit = rlim_t(pages) * rlim_t(sysconf(_SC_PAGESIZE)) + (rlim_t(64) << 20);
+  rlimit lim{limit, limit};
+  setrlimit(RLIMIT_AS, &lim);
+  cfloat one[2];
+  try {
+    auto make = [&] {
+      return fftwf_plan_dft_1d(16777259, fftw::as_fftw(one), fftw::as_fftw(one), FFTW_FORWARD, FFTW_ESTIMATE);
+    };
+    fftw::plan_or_throw(1, make, "a test transform");
+  } catch (const std::bad_alloc& e) {
+    std::fprintf(stderr, "%s\n", error_text(e).c_str());
+    std::exit(7);
+  }
+  std::exit(0);
+}
+
+TEST(FftwDeathTest, PlannerOutOfMemoryIsAnError) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(plan_with_little_memory(), ::testing::ExitedWithCode(7),
+              "out of memory: could not allocate FFTW's plan tables or buffers");
 }

@@ -1,13 +1,17 @@
 // Derived kernel layouts against the compacted quarter kernels they are built from: the rows
 // layout (cpu tiled gridder), OERC and NAG (cuda tiled gridders), for random stacks and every
-// (plane, off_u, iy, k) a gridder reads.
+// (plane, off_u, iy, k) a gridder reads; and a stack made from external kernels through the public
+// builder (runtime/payloads/kernel_stack_builder.hpp) against kernels.wproj's own.
 #include <gtest/gtest.h>
 
 #include <random>
 #include <set>
 
-#include "stages/shared/layouts.hpp"
+#include "runtime/harness.hpp"
+#include "runtime/payloads/kernel_stack_builder.hpp"
+#include "stages/kernels/wproj.hpp"
 #include "tests/support/grid_cases.hpp"
+#include "tests/support/wproj_stack.hpp"
 
 using namespace uvflow;
 
@@ -58,4 +62,70 @@ TEST(KernelLayouts, OnlyTheRequestedLayoutsAreBuilt) {
   EXPECT_TRUE(ks->oerc.empty());
   EXPECT_TRUE(ks->nag.empty());
   EXPECT_EQ(ks->footprint_sum.size(), std::size_t(3 * 5 * 5));
+}
+
+namespace {
+
+template <class T>
+void expect_same(const Array<T>& a, const Array<T>& b, const char* what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  EXPECT_TRUE(std::equal(a.begin(), a.end(), b.begin())) << what;
+}
+
+}  // namespace
+
+// A plugin's way in: kernels.wproj's quarter kernels, handed over plane by plane as external
+// kernels, make exactly kernels.wproj's stack (every layout); scaled by 3 and normalised, the same
+// up to float rounding; and sizes that do not fit are refused.
+TEST(KernelStackBuilder, ExternalKernelsMakeKernelsWprojsStack) {
+  StageHarness h(kernels_wproj::spec(), "cpu",
+                 {{"image_size", std::int64_t(64)}, {"cell_arcsec", 60.0}, {"layouts", std::string("all")},
+                  {"cache_dir", std::string()}});
+  h.set_input("info", test::w_stats_info(3000, 10, 1500));
+  h.process();
+  auto ref = h.output<KernelStack>("kernels");
+  ASSERT_GT(ref->planes, 2);
+  QuarterKernels k{.geom = ref->geom, .oversample = ref->oversample, .w_scale = ref->w_scale, .max_w = ref->max_w,
+                   .conv_size = ref->conv_size, .normalise = false};
+  for (int p = 0; p < ref->planes; ++p) {
+    const std::int64_t S = ref->half_size(p);
+    const cfloat* q = ref->quarter.data() + ref->quarter_start[p];
+    k.support.push_back(ref->support[p]);
+    k.quarter.emplace_back(q, q + S * S);
+  }
+  auto ks = make_kernel_stack(k, {.rows = true, .gpu = true});
+  EXPECT_EQ(ks->geom, ref->geom);
+  EXPECT_EQ(ks->oversample, ref->oversample);
+  EXPECT_EQ(ks->planes, ref->planes);
+  EXPECT_EQ(ks->w_scale, ref->w_scale);
+  EXPECT_EQ(ks->max_support, ref->max_support);
+  expect_same(ks->support, ref->support, "support");
+  expect_same(ks->quarter_start, ref->quarter_start, "quarter_start");
+  expect_same(ks->quarter, ref->quarter, "quarter");
+  expect_same(ks->rows_start, ref->rows_start, "rows_start");
+  expect_same(ks->rows, ref->rows, "rows");
+  expect_same(ks->footprint_sum, ref->footprint_sum, "footprint_sum");
+  expect_same(ks->oerc_start, ref->oerc_start, "oerc_start");
+  expect_same(ks->oerc, ref->oerc, "oerc");
+  expect_same(ks->nag, ref->nag, "nag");
+
+  for (auto& plane : k.quarter)
+    for (auto& v : plane) v *= 3.0f;
+  k.normalise = true;
+  auto scaled = make_kernel_stack(k, {.rows = false});
+  EXPECT_TRUE(scaled->rows.empty());
+  ASSERT_EQ(scaled->quarter.size(), ref->quarter.size());
+  const float peak = std::abs(ref->quarter[0]);
+  for (std::size_t i = 0; i < ref->quarter.size(); ++i)
+    ASSERT_LE(std::abs(scaled->quarter[i] - ref->quarter[i]), 1e-6f * peak) << i;
+
+  auto wrong = k;
+  wrong.quarter[1].pop_back();
+  EXPECT_THROW(make_kernel_stack(wrong), std::invalid_argument);
+  wrong = k;
+  wrong.support.pop_back();
+  EXPECT_THROW(make_kernel_stack(wrong), std::invalid_argument);
+  wrong = k;
+  wrong.oversample = 3;
+  EXPECT_THROW(make_kernel_stack(wrong), std::invalid_argument);
 }

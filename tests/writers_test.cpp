@@ -2,8 +2,13 @@
 #include <fitsio.h>
 #include <gtest/gtest.h>
 #include <png.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
 #include <random>
 
 #include "runtime/error.hpp"
@@ -149,4 +154,119 @@ TEST(WritePng, PreviewIsFlippedNorthUpAndStretched) {
   EXPECT_EQ(pi.height, 20u);
   EXPECT_EQ(px[19 * 32 + 0], 255) << "bottom row of the PNG holds image row 0";
   EXPECT_EQ(px[0], 0);
+}
+
+// ---- Outputs, signals and errors (docs/reliability.md)
+
+namespace {
+
+// A small file system that fills up: a 64 KiB tmpfs (needs root; skipped otherwise).
+struct FullDisk {
+  std::filesystem::path at;
+  bool mounted = false;
+  explicit FullDisk(const std::filesystem::path& p) : at(p) {
+    std::filesystem::create_directories(at);
+    mounted = std::system(("mount -t tmpfs -o size=64k tmpfs " + at.string() + " 2>/dev/null").c_str()) == 0;
+  }
+  ~FullDisk() {
+    if (mounted) (void)!std::system(("umount " + at.string()).c_str());
+  }
+};
+
+// Runs `f` in a child process as an unprivileged user (root ignores permissions); true when it
+// returned true.
+template <class F>
+bool as_unprivileged(F f) {
+  pid_t child = fork();
+  if (child == 0) {
+    if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(2);
+    _exit(f() ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+std::string fail_text(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+// A link planted at the temporary's old, predictable name (.NAME.harness-PID.tmp) must not make
+// the writer overwrite the link's target, nor leave the output as a link.
+TEST(WritePng, PlantedLinkIsNotFollowed) {
+  test::TempDir dir;
+  const auto victim = dir.write("victim.txt", "precious");
+  std::filesystem::create_symlink(victim, dir / (".p.png.harness-" + std::to_string(getpid()) + ".tmp"));
+  {
+    StageHarness h(io_write_png::spec(), "cpu", {{"path", (dir / "p.png").string()}});
+    h.process({{"image", random_image(16, 16, 5, false)}});
+    h.commit_outputs();
+  }
+  std::ifstream v(victim);
+  std::string text;
+  v >> text;
+  EXPECT_EQ(text, "precious");
+  EXPECT_TRUE(std::filesystem::is_regular_file(std::filesystem::symlink_status(dir / "p.png")));
+}
+
+// A full disk: the message says so and names the user's path, not the temporary.
+TEST(Writers, FullDiskSaysNoSpaceAndNamesTheUsersPath) {
+  test::TempDir dir;
+  FullDisk disk(dir / "small");
+  if (!disk.mounted) GTEST_SKIP() << "cannot mount a small tmpfs here (needs root)";
+  const std::string fits = (disk.at / "big.fits").string(), png = (disk.at / "big.png").string();
+  auto img = random_image(256, 256, 11, true);  // 256 KiB of float pixels, incompressible for the PNG too
+  const std::string fits_error = fail_text([&] {
+    StageHarness h(io_write_fits::spec(), "cpu", {{"path", fits}});
+    h.process({{"image", img}});
+  });
+  EXPECT_NE(fits_error.find("No space left on device"), std::string::npos) << fits_error;
+  EXPECT_EQ(fits_error.rfind("cannot write " + fits, 0), 0u) << fits_error;
+  EXPECT_EQ(fits_error.find(".tmp"), std::string::npos) << fits_error;
+  const std::string png_error = fail_text([&] {
+    StageHarness h(io_write_png::spec(), "cpu",
+                   {{"path", png}, {"stretch", std::string("linear")}, {"low_percentile", 0.0}, {"high_percentile", 100.0}});
+    auto big = random_image(1024, 1024, 12, false);
+    h.process({{"image", big}});
+  });
+  EXPECT_NE(png_error.find("No space left on device"), std::string::npos) << png_error;
+  EXPECT_EQ(png_error.rfind("cannot write " + png, 0), 0u) << png_error;
+  EXPECT_TRUE(std::filesystem::is_empty(disk.at)) << "the temporaries are removed";
+}
+
+// A folder the user may not write: "Permission denied", naming the user's path.
+TEST(Writers, PermissionDeniedNamesTheUsersPath) {
+  test::TempDir dir;
+  std::filesystem::create_directory(dir / "ro");
+  std::filesystem::permissions(dir.path(), std::filesystem::perms::all);
+  std::filesystem::permissions(dir / "ro", std::filesystem::perms::owner_all | std::filesystem::perms::group_read |
+                                               std::filesystem::perms::group_exec | std::filesystem::perms::others_read |
+                                               std::filesystem::perms::others_exec);
+  const std::string path = (dir / "ro" / "a.fits").string();
+  EXPECT_TRUE(as_unprivileged([&] {
+    const std::string e = fail_text([&] {
+      StageHarness h(io_write_fits::spec(), "cpu", {{"path", path}});
+      h.process({{"image", random_image(8, 8, 1, false)}});
+    });
+    if (e != "cannot write " + path + ": Permission denied") std::fprintf(stderr, "message: %s\n", e.c_str());
+    return e == "cannot write " + path + ": Permission denied";
+  }));
+}
+
+// An output path that is an existing folder is refused, with no temporary left in it or beside it.
+TEST(Writers, OutputPathThatIsAFolderIsRefused) {
+  test::TempDir dir;
+  std::filesystem::create_directory(dir / "x.png");
+  StageHarness h(io_write_png::spec(), "cpu", {{"path", (dir / "x.png").string()}});
+  const std::string e = fail_text([&] { h.process({{"image", random_image(8, 8, 1, false)}}); });
+  EXPECT_EQ(e, "output path " + (dir / "x.png").string() + " is an existing folder; name a file in it, or remove it");
+  for (auto& f : std::filesystem::directory_iterator(dir.path())) EXPECT_EQ(f.path().filename(), "x.png");
+  EXPECT_TRUE(std::filesystem::is_empty(dir / "x.png"));
 }

@@ -27,7 +27,8 @@ inline const StageDecl<Params> decl{
     .doc = "One line per image, in stream order: index, x, y (pixels, 0-based, row 0 at the bottom) and the "
            "value. NaN pixels are ignored.",
     .inputs = {image},
-    .params = {{&Params::path, {.name = "path", .doc = "the text file to write", .required = true}}},
+    .params = {{&Params::path,
+                {.name = "path", .doc = "the text file to write", .required = true, .role = PathRole::output}}},
     // serial (the default): items arrive one at a time, in stream order.
 };
 

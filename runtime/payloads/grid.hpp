@@ -3,21 +3,13 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 
+#include "runtime/payloads/geometry.hpp"
 #include "runtime/payloads/vis.hpp"
 
 namespace uvflow {
-
-// The image and grid sizes everything downstream of kernels.wproj agrees on.
-struct GridGeometry {
-  int image_size = 0;     // output image, pixels a side
-  int grid_size = 0;      // padded uv grid, cells a side (even)
-  double cell_rad = 0;    // image pixel size, radians
-  // uv -> grid cells: pos_u = -uu * scale(), pos_v = vv * scale() (DESIGN.md conventions)
-  double scale() const { return grid_size * cell_rad; }
-  int centre() const { return grid_size / 2; }
-  bool operator==(const GridGeometry&) const = default;
-};
 
 inline constexpr char kGrid[] = "Grid";
 struct Grid : PayloadOf<Grid, kGrid> {
@@ -29,22 +21,43 @@ struct Grid : PayloadOf<Grid, kGrid> {
   // convolved onto the grid, skipped = visibilities whose footprint left the grid.
   Array<double> totals;
 
-  static Grid zeros_on_host(const GridGeometry& g, std::shared_ptr<const Observation> obs);
+  static Grid zeros_on_host(const GridGeometry& g, std::shared_ptr<const Observation> obs, bool pinned = false);
+  // On the device, zeroed on `s` (in stream order: no wait).
+  static Grid zeros_on_device(const GridGeometry& g, const device::Stream& s);
   double norm() const { return totals[0]; }  // host grids only
   std::int64_t gridded() const { return std::int64_t(totals[1]); }
   std::int64_t skipped() const { return std::int64_t(totals[2]); }
   template <class F> void each_array(F&& f) { f(cells); f(totals); }
 };
 
-inline Grid Grid::zeros_on_host(const GridGeometry& g, std::shared_ptr<const Observation> obs) {
+inline Grid Grid::zeros_on_host(const GridGeometry& g, std::shared_ptr<const Observation> obs, bool pinned) {
   Grid grid;
   grid.geom = g;
   grid.obs = std::move(obs);
-  grid.cells = Array<cfloat>::host(std::size_t(g.grid_size) * g.grid_size);
+  grid.cells = Array<cfloat>::host(std::size_t(g.grid_size) * g.grid_size, pinned);
   std::fill(grid.cells.begin(), grid.cells.end(), cfloat(0));
   grid.totals = Array<double>::host(3);
   std::fill(grid.totals.begin(), grid.totals.end(), 0.0);
   return grid;
+}
+
+inline Grid Grid::zeros_on_device(const GridGeometry& g, const device::Stream& s) {
+  Grid grid;
+  grid.geom = g;
+  grid.cells = Array<cfloat>::device(std::size_t(g.grid_size) * g.grid_size, s);
+  device::memset_zero(grid.cells.data(), grid.cells.bytes(), s);
+  grid.totals = Array<double>::device(3, s);
+  device::memset_zero(grid.totals.data(), grid.totals.bytes(), s);
+  return grid;
+}
+
+// A gridder makes its grid in prepare() from the geometry its kernels' producer described, or from
+// the first kernel stack where none was described; every stack must then have that geometry.
+inline void expect_geometry(const Grid& g, const GridGeometry& kernels, const std::string& stage) {
+  if (!(g.geom == kernels))
+    throw std::logic_error(stage + ": the kernel stack's grid (" + std::to_string(kernels.grid_size) + " cells for " +
+                           std::to_string(kernels.image_size) + " pixels) differs from the one described before the run (" +
+                           std::to_string(g.geom.grid_size) + " cells for " + std::to_string(g.geom.image_size) + ")");
 }
 
 }  // namespace uvflow

@@ -42,7 +42,7 @@ struct KernelStack : PayloadOf<KernelStack, kKernelStack> {
   // "oerc" (001 memo 4.1): per plane o/2+1 blocks of S runs of L = 2s+1 values; run for (a =
   // |off_u|, idx_v) at oerc_start[p] + (a*S + S-1-idx_v)*L, element s + sgn(off_u)*k holding
   // K_p[idx_v][|off_u + k*o|]. "nag" (000 memo 3.5): per plane S x S like quarter (same starts),
-  // each row reordered so a warp reads consecutive values along u (nag_column(), layouts.hpp).
+  // each row reordered so a warp reads consecutive values along u (nag_column(), kernel_stack_builder.hpp).
   Array<std::int64_t> oerc_start;
   Array<cfloat> oerc;
   Array<cfloat> nag;

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/host_device.hpp"
 #include "runtime/payload.hpp"
 
 namespace uvflow {
@@ -52,6 +53,9 @@ struct GridCoord {
 };
 static_assert(sizeof(GridCoord) == 16);
 
+// The coords of a visibility whose footprint would leave the grid (both backends of uvw.w_sort).
+UVFLOW_HD constexpr GridCoord off_grid() { return GridCoord{0, 0, -1, 0, 0, 0, 0, 0}; }
+
 inline constexpr char kVisBlock[] = "VisBlock";
 struct VisBlock : PayloadOf<VisBlock, kVisBlock> {
   std::shared_ptr<const Observation> obs;
@@ -68,9 +72,10 @@ struct VisBlock : PayloadOf<VisBlock, kVisBlock> {
   Array<double> time;
   // Set by uvw.w_sort: the block sorted by w-plane, the size of the grid the coords index (its
   // centre fixes the tile alignment) and the kernel stack's largest support (it bounds how many
-  // tiles a footprint meets). Visibilities that would leave the grid are counted in `skipped`
-  // and removed (cpu), or kept at the end of the block with coords.plane = -1 (cuda: the block
-  // size stays host-known, no round trip); every consumer skips plane < 0 and gridders count it.
+  // tiles a footprint meets). Visibilities that would leave the grid stay, at the end of the block
+  // in input order, with coords off_grid() (plane -1), on every backend: a device sort cannot
+  // shrink a block without a round trip to the host. Every consumer skips plane < 0, and gridders
+  // count those as skipped. `skipped` counts visibilities dropped before the block was placed.
   Array<GridCoord> coords;
   std::int64_t skipped = 0;
   int grid_size = 0;

@@ -44,20 +44,18 @@ __global__ void crop_real(const float2* buf, float* img, int N, int n) {
 
 class GridToImageCuda : public DeclaredStage<decl> {
  public:
+  // The plan is made here when the grid's size was described, else at the grid.
+  void prepare(PrepareContext& pc) override {
+    if (const auto& g = pc.input(grid).grid; g && !pc.dry_run) make_plan(g->grid_size);
+  }
+
   void process(Context& ctx) override {
     auto in = ctx.in(grid);
     check_grid(*in, Location::device);
     const int N = in->geom.grid_size, n = in->geom.image_size;
     const device::Stream& stream = ctx.stream();
     auto s = static_cast<cudaStream_t>(stream.native());
-    if (plan_size_ != N) {  // host work: before the wait below, so that it overlaps the gridding
-      plan_.reset();  // first: a failed make leaves no plan of another size behind
-      plan_size_ = 0;
-      auto plan = std::make_unique<device::FftPlan>(kWho);
-      check_cufft(cufftMakePlan2d(plan->get(), N, N, CUFFT_C2C, &work_bytes_), "cufftMakePlan2d");
-      plan_ = std::move(plan);
-      plan_size_ = N;
-    }
+    if (plan_size_ != N) make_plan(N);  // host work: before the wait below, so that it overlaps the gridding
     check_cufft(cufftSetStream(plan_->get(), s), "cufftSetStream");
     // The work area comes from the stream-ordered pool (device::FftPlan allocates none).
     auto scratch = Array<std::uint8_t>::device(std::max<std::size_t>(work_bytes_, 1), stream);
@@ -85,6 +83,15 @@ class GridToImageCuda : public DeclaredStage<decl> {
   }
 
  private:
+  void make_plan(int N) {
+    plan_.reset();  // first: a failed make leaves no plan of another size behind
+    plan_size_ = 0;
+    auto plan = std::make_unique<device::FftPlan>(kWho);
+    check_cufft(cufftMakePlan2d(plan->get(), N, N, CUFFT_C2C, &work_bytes_), "cufftMakePlan2d");
+    plan_ = std::move(plan);
+    plan_size_ = N;
+  }
+
   std::unique_ptr<device::FftPlan> plan_;
   int plan_size_ = 0;
   std::size_t work_bytes_ = 0;

@@ -35,6 +35,13 @@ inline const StageDecl<Params> decl{
     .inputs = {grid},
     .outputs = {image},
     .concurrency = Concurrency::serial,
+    // The image is the central image_size^2 of the grid.
+    .describe = [](const Params&, const PortShapes& in) {
+      auto it = in.find(grid.name);
+      if (it == in.end() || !it->second.grid) return PortShapes{};
+      const int n = it->second.grid->image_size;
+      return PortShapes{{std::string(image.name), PortShape{.nx = n, .ny = n, .grid = it->second.grid}}};
+    },
 };
 
 StageSpec spec();

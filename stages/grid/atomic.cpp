@@ -72,7 +72,10 @@ struct Tally {
 // atomics keep the inner loop scalar.
 class AtomicCpu final : public DeclaredStage<decl> {
  public:
-  void prepare(PrepareContext& pc) override { pinned_ = pc.pinned(grid.name); }
+  void prepare(PrepareContext& pc) override {
+    pinned_ = pc.pinned(grid.name);
+    if (const auto& g = pc.output(grid).grid; g && !pc.dry_run) grid_ = new_grid(*g);
+  }
 
   void process(Context& ctx) override {
     auto block = ctx.in(vis);
@@ -85,7 +88,9 @@ class AtomicCpu final : public DeclaredStage<decl> {
     if (std::int64_t(ks->quarter.size()) < ks->quarter_start[last] + last_size * last_size)
       throw InputError("block " + std::to_string(block->index) + ": kernel stack quarter holds " +
                        std::to_string(ks->quarter.size()) + " values, fewer than its supports need");
-    if (!grid_) grid_ = new_grid(*ks, block->obs);
+    if (!grid_) grid_ = new_grid(ks->geom);
+    expect_geometry(*grid_, ks->geom, "grid.atomic");
+    if (!grid_->obs) grid_->obs = block->obs;
 
     const float *uu = block->uu.data(), *vv = block->vv.data(), *ww = block->ww.data(), *wt = block->weight.data();
     const cfloat* val = block->vis.data();
@@ -138,16 +143,15 @@ class AtomicCpu final : public DeclaredStage<decl> {
   }
 
   void finish(Context& ctx) override {
-    if (!grid_) grid_ = new_grid(*ctx.in(kernels), nullptr);
+    if (!grid_) grid_ = new_grid(ctx.in(kernels)->geom);
     ctx.emit(grid, std::move(grid_));
   }
 
  private:
-  std::shared_ptr<Grid> new_grid(const KernelStack& ks, std::shared_ptr<const Observation> obs) const {
+  std::shared_ptr<Grid> new_grid(const GridGeometry& geom) const {
     auto g = std::make_shared<Grid>();
-    g->geom = ks.geom;
-    g->obs = std::move(obs);
-    g->cells = Array<cfloat>::host(std::size_t(ks.geom.grid_size) * ks.geom.grid_size, pinned_);
+    g->geom = geom;
+    g->cells = Array<cfloat>::host(std::size_t(geom.grid_size) * geom.grid_size, pinned_);
     // Zeroed in parallel: large grids are gigabytes, and first touch spreads the pages.
     cfloat* c = g->cells.data();
     tbb::parallel_for(tbb::blocked_range<std::size_t>(0, g->cells.size(), std::size_t(1) << 16),

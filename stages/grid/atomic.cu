@@ -87,6 +87,7 @@ class AtomicCuda final : public DeclaredStage<decl> {
  public:
   void prepare(PrepareContext& pc) override {
     if (pc.dry_run) return;
+    if (const auto& g = pc.output(grid).grid) grid_ = std::make_shared<Grid>(Grid::zeros_on_device(*g, pc.stream));
     // Enough blocks to fill every SM once; the grid-stride loop covers larger blocks.
     max_blocks_ = device::resident_blocks(reinterpret_cast<const void*>(grid_atomic_kernel), kWarp * kWarpsPerBlock);
   }
@@ -96,7 +97,9 @@ class AtomicCuda final : public DeclaredStage<decl> {
     auto ks = ctx.in(kernels);
     check_inputs(*block, *ks, Location::device);
     const device::Stream& stream = ctx.stream();
-    if (!grid_) grid_ = new_grid(*ks, block->obs, stream);
+    if (!grid_) grid_ = std::make_shared<Grid>(Grid::zeros_on_device(ks->geom, stream));
+    expect_geometry(*grid_, ks->geom, "grid.atomic");
+    if (!grid_->obs) grid_->obs = block->obs;
     const std::int64_t n = std::int64_t(block->size());
     if (n > 0) {
       const Args a{{ks->geom.scale(), ks->w_scale, ks->geom.grid_size, ks->planes, ks->oversample},
@@ -121,22 +124,11 @@ class AtomicCuda final : public DeclaredStage<decl> {
   }
 
   void finish(Context& ctx) override {
-    if (!grid_) grid_ = new_grid(*ctx.in(kernels), nullptr, ctx.stream());
+    if (!grid_) grid_ = std::make_shared<Grid>(Grid::zeros_on_device(ctx.in(kernels)->geom, ctx.stream()));
     ctx.emit(grid, std::move(grid_));
   }
 
  private:
-  static std::shared_ptr<Grid> new_grid(const KernelStack& ks, std::shared_ptr<const Observation> obs,
-                                        const device::Stream& stream) {
-    auto g = std::make_shared<Grid>();
-    g->geom = ks.geom;
-    g->obs = std::move(obs);
-    g->cells = Array<cfloat>::device(std::size_t(ks.geom.grid_size) * ks.geom.grid_size, stream);
-    device::memset_zero(g->cells.data(), g->cells.bytes(), stream);
-    g->totals = Array<double>::device(3, stream);
-    device::memset_zero(g->totals.data(), g->totals.bytes(), stream);
-    return g;
-  }
 
   int max_blocks_ = 1;
   std::shared_ptr<Grid> grid_;

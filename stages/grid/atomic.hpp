@@ -10,6 +10,7 @@
 #include "runtime/payloads/kernels.hpp"
 #include "runtime/payloads/vis.hpp"
 #include "runtime/stage_decl.hpp"
+#include "stages/grid/grid_shape.hpp"
 
 namespace uvflow::grid_atomic {
 
@@ -46,6 +47,7 @@ inline const StageDecl<Params> decl{
     .inputs = {vis, kernels},
     .outputs = {grid},
     .concurrency = Concurrency::serial,
+    .describe = [](const Params&, const PortShapes& in) { return grid_shape(in, kernels.name, grid.name); },
 };
 
 StageSpec spec();

@@ -4,6 +4,7 @@
 
 #include "runtime/error.hpp"
 #include "runtime/payloads/kernels.hpp"
+#include "stages/shared/kernel_lookup.hpp"
 #include "stages/shared/placement.hpp"
 #include "stages/shared/vis_checks.hpp"
 
@@ -21,13 +22,21 @@ void check_quarter(const KernelStack& ks) {
 
 class SerialGridder : public DeclaredStage<decl> {
  public:
+  void check(const Params& p) override { linear_ = p.kernel_lookup == "linear"; }
+
+  void prepare(PrepareContext& pc) override {
+    if (const auto& g = pc.output(grid).grid; g && !pc.dry_run) grid_ = std::make_shared<Grid>(Grid::zeros_on_host(*g, nullptr));
+  }
+
   void process(Context& ctx) override {
     auto block = ctx.in(vis);
     auto ks = ctx.in(kernels);
     check_arrays(*block);
     const Placement placement = Placement::of(*ks);
     check_quarter(*ks);
-    if (!grid_) grid_ = std::make_shared<Grid>(Grid::zeros_on_host(ks->geom, block->obs));
+    if (!grid_) grid_ = std::make_shared<Grid>(Grid::zeros_on_host(ks->geom, nullptr));
+    expect_geometry(*grid_, ks->geom, "grid.serial");
+    if (!grid_->obs) grid_->obs = block->obs;
 
     const int o = ks->oversample;
     const std::int64_t grid_size = ks->geom.grid_size;
@@ -51,12 +60,16 @@ class SerialGridder : public DeclaredStage<decl> {
       const cfloat* kernel = ks->quarter.data() + ks->quarter_start[c.plane];
       const float conv_mul = c.conj ? -1.0f : 1.0f;
       const float val_re = vis[i].real() * weight[i], val_im = vis[i].imag() * weight[i];
+      const kernel_lookup::Offsets f =
+          linear_ ? kernel_lookup::exact(placement, uu[i], vv[i]) : kernel_lookup::Offsets{double(c.off_u), double(c.off_v)};
       double sum = 0;
       for (int j = -s; j <= s; ++j) {
-        const int iy = std::abs(c.off_v + j * o);
         for (int k = -s; k <= s; ++k) {
-          const int ix = std::abs(c.off_u + k * o);
-          const float cwt_re = kernel[iy * size + ix].real(), cwt_im = conv_mul * kernel[iy * size + ix].imag();
+          // nearest reads the sample itself, as Listing 1 does (no interpolation cost).
+          const std::complex<double> kv =
+              linear_ ? kernel_lookup::bilinear(kernel, size, std::fabs(f.v + j * o), std::fabs(f.u + k * o))
+                      : std::complex<double>(kernel[std::abs(c.off_v + j * o) * size + std::abs(c.off_u + k * o)]);
+          const float cwt_re = float(kv.real()), cwt_im = conv_mul * float(kv.imag());
           sum += cwt_re;
           float* g = cells + 2 * ((c.v + j) * grid_size + c.u + k);
           g[0] += val_re * cwt_re - val_im * cwt_im;
@@ -79,6 +92,7 @@ class SerialGridder : public DeclaredStage<decl> {
   }
 
  private:
+  bool linear_ = false;
   std::shared_ptr<Grid> grid_;
 };
 

@@ -4,6 +4,7 @@
 #include "runtime/payloads/kernels.hpp"
 #include "runtime/payloads/vis.hpp"
 #include "runtime/stage_decl.hpp"
+#include "stages/grid/grid_shape.hpp"
 
 namespace uvflow::grid_serial {
 
@@ -13,7 +14,9 @@ inline constexpr In<KernelStack> kernels{
 inline constexpr Out<Grid> grid{
     .name = "grid", .arity = Arity::once, .doc = "the accumulated grid, norm, gridded and skipped counts"};
 
-struct Params {};
+struct Params {
+  std::string kernel_lookup = "nearest";
+};
 
 inline const StageDecl<Params> decl{
     .type = "grid.serial",
@@ -27,6 +30,13 @@ inline const StageDecl<Params> decl{
            "double-precision loop (relative Frobenius norm of the grid below 1e-5, same norm and skipped count).",
     .inputs = {vis, kernels},
     .outputs = {grid},
+    .params = {{&Params::kernel_lookup,
+                {.name = "kernel_lookup",
+                 .choices = {"nearest", "linear"},
+                 .doc = "nearest: Listing 1's table sample at the rounded sub-cell offset; linear: the table "
+                        "interpolated bilinearly at the visibility's exact offset (the adjoint of degrid.serial's "
+                        "and degrid.wproj's linear lookup)"}}},
+    .describe = [](const Params&, const PortShapes& in) { return grid_shape(in, kernels.name, grid.name); },
 };
 
 StageSpec spec();

@@ -140,6 +140,11 @@ class TiledGridder : public DeclaredStage<decl> {
       throw ParamError("variant", "'" + p.variant + "' is a cuda design; the cpu backend has one (uvflow)");
   }
 
+  void prepare(PrepareContext& pc) override {
+    if (const auto& g = pc.output(grid).grid; g && !pc.dry_run)
+      grid_ = std::make_shared<Grid>(Grid::zeros_on_host(*g, nullptr, pc.pinned(grid.name)));
+  }
+
   void process(Context& ctx) override {
     auto b = ctx.in(buckets);
     auto ks = ctx.in(kernels);
@@ -155,7 +160,9 @@ class TiledGridder : public DeclaredStage<decl> {
     // Entries may be longer than the offsets' total (tiles.bucket_sort's cuda backend over-allocates).
     if (b->offsets.size() != std::size_t(l.count()) + 1 || b->offsets[l.count()] > std::int64_t(b->entries.size()))
       throw InputError(where + ": tile offsets do not match the tile layout and entries");
-    if (!grid_) grid_ = std::make_shared<Grid>(Grid::zeros_on_host(ks->geom, block.obs));
+    if (!grid_) grid_ = std::make_shared<Grid>(Grid::zeros_on_host(ks->geom, nullptr));
+    expect_geometry(*grid_, ks->geom, "grid.tiled");
+    if (!grid_->obs) grid_->obs = block.obs;
 
     const Sums sums = block_sums(block, *ks);
     grid_tiles(*b, *ks);

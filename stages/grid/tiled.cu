@@ -34,7 +34,7 @@
 #include "runtime/payloads/kernels.hpp"
 #include "runtime/payloads/tiles.hpp"
 #include "stages/grid/tiled.hpp"
-#include "stages/shared/layouts.hpp"
+#include "runtime/payloads/kernel_stack_builder.hpp"
 #include "stages/shared/placement.hpp"
 
 namespace uvflow::grid_tiled {
@@ -520,6 +520,7 @@ class TiledCuda final : public DeclaredStage<decl> {
 
   void prepare(PrepareContext& pc) override {
     if (pc.dry_run) return;
+    if (const auto& g = pc.output(grid).grid) make_grid(*g, pc.stream);
     sms_ = device::multiprocessors();
     // The uvflow kernel holds kUvflowWarps tiles of 32 x tile_v cells in shared memory.
     check_cuda(cudaFuncSetAttribute(uvflow_kernel<16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -536,7 +537,10 @@ class TiledCuda final : public DeclaredStage<decl> {
     check_inputs(*b, *ks);
     const device::Stream& stream = ctx.stream();
     auto s = static_cast<cudaStream_t>(stream.native());
-    if (!grid_) make_grid(*ks, b->vis.obs, ctx);
+    if (!grid_) make_grid(ks->geom, stream);
+    expect_geometry(*grid_, ks->geom, "grid.tiled");
+    if (!grid_->obs) grid_->obs = b->vis.obs;
+    if (!work_registered_) ctx.add_work_on_device(work_), work_registered_ = true;
     const VisBlock& vis = b->vis;
     const std::int64_t n = std::int64_t(vis.size());
     const auto* coords = vis.coords.data();
@@ -572,23 +576,17 @@ class TiledCuda final : public DeclaredStage<decl> {
   }
 
   void finish(Context& ctx) override {
-    if (!grid_) make_grid(*ctx.in(kernels), nullptr, ctx);
+    if (!grid_) make_grid(ctx.in(kernels)->geom, ctx.stream());
     ctx.emit(grid, std::move(grid_));
   }
 
  private:
-  void make_grid(const KernelStack& ks, std::shared_ptr<const Observation> obs, Context& ctx) {
-    const device::Stream& stream = ctx.stream();
-    grid_ = std::make_shared<Grid>();
-    grid_->geom = ks.geom;
-    grid_->obs = std::move(obs);
-    grid_->cells = Array<cfloat>::device(std::size_t(ks.geom.grid_size) * ks.geom.grid_size, stream);
-    device::memset_zero(grid_->cells.data(), grid_->cells.bytes(), stream);
-    grid_->totals = Array<double>::device(3, stream);
-    device::memset_zero(grid_->totals.data(), grid_->totals.bytes(), stream);
+  // In prepare() where the kernels' geometry was described, else at the first block; the work
+  // counters are handed to the framework at the first block (prepare has no Context).
+  void make_grid(const GridGeometry& g, const device::Stream& stream) {
+    grid_ = std::make_shared<Grid>(Grid::zeros_on_device(g, stream));
     work_ = Array<double>::device(2, stream);
     device::memset_zero(work_.data(), work_.bytes(), stream);
-    ctx.add_work_on_device(work_);
   }
 
   void grid_uvflow(const BlockArgs& block, const TileBuckets& b, const KernelStack& ks,
@@ -679,6 +677,7 @@ class TiledCuda final : public DeclaredStage<decl> {
   int sms_ = 1;
   std::shared_ptr<Grid> grid_;
   Array<double> work_;
+  bool work_registered_ = false;
 };
 
 }  // namespace

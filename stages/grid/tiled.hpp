@@ -11,6 +11,7 @@
 #include "runtime/payloads/kernels.hpp"
 #include "runtime/payloads/tiles.hpp"
 #include "runtime/stage_decl.hpp"
+#include "stages/grid/grid_shape.hpp"
 
 namespace uvflow::grid_tiled {
 
@@ -98,6 +99,7 @@ inline const StageDecl<Params> decl{
                  .max = 1 << 20,
                  .doc = "nag: thread blocks per tile of the central box (the memo's 1000)"}}},
     .concurrency = Concurrency::serial,
+    .describe = [](const Params&, const PortShapes& in) { return grid_shape(in, kernels.name, grid.name); },
 };
 
 StageSpec spec();

@@ -43,7 +43,7 @@ inline const StageDecl<Params> decl{
     .outputs = {out_frame},
     .params = {{&Params::source,
                 {.name = "source", .choices = {"file", "flat", "linear"}, .doc = "where the gains come from"}},
-               {&Params::path, {.name = "path", .doc = "source file: FITS gains, 1-D or 1 x W"}},
+               {&Params::path, {.name = "path", .doc = "source file: FITS gains, 1-D or 1 x W", .role = PathRole::input}},
                {&Params::gain,
                 {.name = "gain",
                  .min = -1e30,
@@ -56,6 +56,10 @@ inline const StageDecl<Params> decl{
                  .max = 1e30,
                  .doc = "linear: gain[x] = gain + slope * (x - (W - 1) / 2)"}}},
     .concurrency = Concurrency::parallel,
+    .describe = [](const Params&, const PortShapes& in) {
+      auto it = in.find(in_frame.name);
+      return it == in.end() ? PortShapes{} : PortShapes{{std::string(out_frame.name), it->second}};
+    },
 };
 
 StageSpec spec();

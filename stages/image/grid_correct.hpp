@@ -50,6 +50,14 @@ inline const StageDecl<Params> decl{
                  .doc = "kernel: the response of the kernel table itself (exact); sinc: Schwab's grdsf and the "
                         "nearest-sample sinc; sinc2: OSKAR's (for comparing with OSKAR images)"}}},
     .concurrency = Concurrency::serial,
+    // The image keeps its size: the dirty image's, else the kernels' image size.
+    .describe = [](const Params&, const PortShapes& in) {
+      PortShape s;
+      if (auto it = in.find(in_image.name); it != in.end()) s = it->second;
+      if (auto it = in.find(kernels.name); !s.sized() && it != in.end() && it->second.grid)
+        s = PortShape{.nx = it->second.grid->image_size, .ny = it->second.grid->image_size, .grid = it->second.grid};
+      return PortShapes{{std::string(out_image.name), s}};
+    },
 };
 
 StageSpec spec();

@@ -42,7 +42,7 @@ inline const StageDecl<Params> decl{
                 {.name = "source",
                  .choices = {"file", "model"},
                  .doc = "file: read `path`; model: the parametric PSF below"}},
-               {&Params::path, {.name = "path", .doc = "source file: a FITS image"}},
+               {&Params::path, {.name = "path", .doc = "source file: a FITS image", .role = PathRole::input}},
                {&Params::size_x, {.name = "size_x", .unit = "pixels", .min = 1, .max = 65536, .doc = "model: width"}},
                {&Params::size_y, {.name = "size_y", .unit = "pixels", .min = 1, .max = 65536, .doc = "model: height"}},
                {&Params::core_sigma,
@@ -62,6 +62,11 @@ inline const StageDecl<Params> decl{
                  .max = 100,
                  .doc = "model: power-law exponent n; far from the core the wings fall as r^-n"}},
                {&Params::normalise, {.name = "normalise", .doc = "scale the PSF to sum 1"}}},
+    // The model's size is a parameter; a file's is left to prepare(), which reads it.
+    .describe = [](const Params& p, const PortShapes&) {
+      if (p.source != "model") return PortShapes{};
+      return PortShapes{{std::string(psf.name), PortShape{.nx = int(p.size_x), .ny = int(p.size_y)}}};
+    },
 };
 
 StageSpec spec();

@@ -132,12 +132,20 @@ bool finite(const float* p, int n) {
   return ok;
 }
 
+// Made for the frame and PSF sizes (in prepare() when they were described, so plans and buffers
+// exist before the first frame), then given the PSF's values once, at the first frame.
 class Convolver {
  public:
+  Convolver(int nx, int ny, int kx, int ky) : nx_(nx), ny_(ny), kx_(kx), ky_(ky) {}
   virtual ~Convolver() = default;
+  bool made_for(int nx, int ny, int kx, int ky) const { return nx == nx_ && ny == ny_ && kx == kx_ && ky == ky_; }
+  virtual void load(const Image& psf) = 0;
   // Convolves one frame; returns -1, or a row of `in` holding a NaN or an infinity (then `out` is
   // incomplete). Rows are checked as they are copied, while they are in cache.
   virtual int run(const float* in, float* out) = 0;
+
+ protected:
+  int nx_, ny_, kx_, ky_;
 };
 
 // Listing 4.7's loop order, vectorised. Each frame row is first widened to W + kX - 1 pixels
@@ -152,13 +160,14 @@ class Direct : public Convolver {
   using Block = Eigen::Array<float, C, 1>;
 
  public:
-  Direct(int nx, int ny, const Image& psf)
-      : nx_(nx), ny_(ny), kx_(psf.nx), ky_(psf.ny), cols_((nx + C - 1) / C * C),
-        stride_((cols_ + kx_ - 1 + 15) / 16 * 16), psf_(psf.pixels.begin(), psf.pixels.end()),
+  Direct(int nx, int ny, int kx, int ky)
+      : Convolver(nx, ny, kx, ky), cols_((nx + C - 1) / C * C), stride_((cols_ + kx_ - 1 + 15) / 16 * 16),
         ext_(Array<float>::host(std::size_t(ny) * stride_)) {
     // Columns past W + kX - 1 only feed the discarded columns past W; zero keeps them finite.
     std::fill(ext_.begin(), ext_.end(), 0.0f);
   }
+
+  void load(const Image& psf) override { psf_.assign(psf.pixels.begin(), psf.pixels.end()); }
 
   int run(const float* in, float* out) override {
     float* ext = ext_.data();
@@ -194,7 +203,7 @@ class Direct : public Convolver {
   }
 
  private:
-  int nx_, ny_, kx_, ky_, cols_, stride_;
+  int cols_, stride_;
   std::vector<float> psf_;
   Array<float> ext_;
 };
@@ -218,9 +227,8 @@ class Fft : public Convolver {
   static constexpr int kBlock = 8;  // 8 complex = 64 bytes: one cache line per block row
 
  public:
-  Fft(int nx, int ny, const Image& psf, const std::string& wisdom)
-      : nx_(nx), ny_(ny), kx_(psf.nx), ky_(psf.ny), px_(fft_size(nx, psf.nx)),
-        py_(fft_size(ny, psf.ny)), half_(px_ / 2 + 1),
+  Fft(int nx, int ny, int kx, int ky, const std::string& wisdom)
+      : Convolver(nx, ny, kx, ky), px_(fft_size(nx, kx)), py_(fft_size(ny, ky)), half_(px_ / 2 + 1),
         blocks_((half_ + kBlock - 1) / kBlock), block_size_(std::size_t(py_) * kBlock),
         grid_(fftw::alloc(blocks_ * block_size_)), spec_(fftw::alloc(blocks_ * block_size_)),
         scratch_([this] { return Scratch(half_, blocks_ * kBlock); }) {
@@ -238,6 +246,10 @@ class Fft : public Convolver {
     col_inv_ = fftw::plan_or_throw(1, [&] { return column_plan(b0, FFTW_BACKWARD); }, "the inverse column transform");
     if (!wisdom.empty() && !fftw::export_wisdom(wisdom))
       spdlog::warn("image.psf_convolve: could not write FFTW wisdom to {}", wisdom);
+  }
+
+  void load(const Image& psf) override {
+    Scratch& sc = scratch_.local();
     // The PSF spectrum: the zero-padded PSF's rows k < kY (the others are zero), then the columns.
     std::fill(spec_.get(), spec_.get() + blocks_ * block_size_, cfloat(0));
     std::fill(sc.real(), sc.real() + px_, 0.0f);
@@ -317,7 +329,7 @@ class Fft : public Convolver {
       std::memcpy(dst + b * block_size_ + std::size_t(y) * kBlock, sc.c.get() + b * kBlock, kBlock * sizeof(cfloat));
   }
 
-  int nx_, ny_, kx_, ky_, px_, py_, half_;
+  int px_, py_, half_;
   std::size_t blocks_, block_size_;
   fftw::Buffer grid_, spec_;
   tbb::enumerable_thread_specific<Scratch> scratch_;
@@ -331,17 +343,21 @@ class PsfConvolveCpu : public DeclaredStage<decl> {
     wisdom_ = p.wisdom.string();
   }
 
-  void prepare(PrepareContext& pc) override { pinned_ = pc.pinned(out_frame.name); }
+  void prepare(PrepareContext& pc) override {
+    pinned_ = pc.pinned(out_frame.name);
+    const PortShape &f = pc.input(in_frame), &k = pc.input(psf);
+    if (f.sized() && k.sized() && !pc.dry_run) make(pc.id, f.nx, f.ny, k.nx, k.ny);
+  }
 
   void process(Context& ctx) override {
     auto in = ctx.in(in_frame);
     auto kernel = ctx.in(psf);
     check_.check(*in, ctx.item(), *kernel);
-    if (!conv_) {
-      if (pick(method_, "cpu", ctx.stage_id(), in->nx, in->ny, kernel->nx, kernel->ny) == Method::direct)
-        conv_ = std::make_unique<Direct>(in->nx, in->ny, *kernel);
-      else
-        conv_ = std::make_unique<Fft>(in->nx, in->ny, *kernel, wisdom_);
+    if (!loaded_) {  // the first frame: the sizes are checked, the PSF is known
+      if (!conv_ || !conv_->made_for(in->nx, in->ny, kernel->nx, kernel->ny))
+        make(ctx.stage_id(), in->nx, in->ny, kernel->nx, kernel->ny);
+      conv_->load(*kernel);
+      loaded_ = true;
     }
     auto out = std::make_shared<Image>(*in);  // the frame's index, size and any WCS
     out->pixels = Array<float>::host(in->pixels.size(), pinned_);
@@ -357,8 +373,15 @@ class PsfConvolveCpu : public DeclaredStage<decl> {
   }
 
  private:
+  void make(const std::string& id, int nx, int ny, int kx, int ky) {
+    if (pick(method_, "cpu", id, nx, ny, kx, ky) == Method::direct)
+      conv_ = std::make_unique<Direct>(nx, ny, kx, ky);
+    else
+      conv_ = std::make_unique<Fft>(nx, ny, kx, ky, wisdom_);
+  }
+
   std::string method_, wisdom_;
-  bool pinned_ = false;
+  bool pinned_ = false, loaded_ = false;
   StreamCheck check_;
   std::unique_ptr<Convolver> conv_;
 };

@@ -197,13 +197,22 @@ dim3 row_blocks(int cols, int rows) {
 
 // ---------------------------------------------------------------- methods
 
+// Made for the frame and PSF sizes (in prepare() when they were described: plans and buffers
+// exist before the first frame), then given the PSF's values once, at the first frame.
 class DeviceConvolver {
  public:
+  DeviceConvolver(int nx, int ny, int kx, int ky) : nx_(nx), ny_(ny), kx_(kx), ky_(ky) {}
   virtual ~DeviceConvolver() = default;
+  bool made_for(int nx, int ny, int kx, int ky) const { return nx == nx_ && ny == ny_ && kx == kx_ && ky == ky_; }
+  // Uploads the PSF (and makes what depends on it) on `s`.
+  virtual void load(const Image& psf, const device::Stream& s) = 0;
   // Enqueues one frame on `s`; non-finite frame pixels are noted in *bad.
   virtual void run(const float* in, float* out, unsigned long long* bad, const device::Stream& s) = 0;
   // The scratch and PSF buffers are in use until `e` (they are freed after it).
   virtual void used_until(const device::Event& e) = 0;
+
+ protected:
+  int nx_, ny_, kx_, ky_;
 };
 
 // The PSF's pixels on the device, copied on `s`.
@@ -215,8 +224,8 @@ Array<float> upload(const Image& psf, const device::Stream& s) {
 
 class Direct : public DeviceConvolver {
  public:
-  Direct(int nx, int ny, const Image& psf, const device::Stream& s)
-      : nx_(nx), ny_(ny), kx_(psf.nx), ky_(psf.ny), psf_(upload(psf, s)) {}
+  Direct(int nx, int ny, int kx, int ky) : DeviceConvolver(nx, ny, kx, ky) {}
+  void load(const Image& psf, const device::Stream& s) override { psf_ = upload(psf, s); }
 
   void run(const float* in, float* out, unsigned long long* bad, const device::Stream& s) override {
     const dim3 grid(unsigned((nx_ + kTX - 1) / kTX), unsigned((ny_ + kTY - 1) / kTY)), block(kBX, kBY);
@@ -226,15 +235,14 @@ class Direct : public DeviceConvolver {
   void used_until(const device::Event& e) override { psf_.storage()->set_last_writer(e); }
 
  private:
-  int nx_, ny_, kx_, ky_;
   Array<float> psf_;
 };
 
 class Fft : public DeviceConvolver {
  public:
-  Fft(int nx, int ny, const Image& psf, const device::Stream& s)
-      : nx_(nx), ny_(ny), kx_(psf.nx), ky_(psf.ny), px_(fft_size(nx, psf.nx)),
-        py_(fft_size(ny, psf.ny)), points_(std::int64_t(py_) * (px_ / 2 + 1)) {
+  Fft(int nx, int ny, int kx, int ky, const device::Stream& s)
+      : DeviceConvolver(nx, ny, kx, ky), px_(fft_size(nx, kx)), py_(fft_size(ny, ky)),
+        points_(std::int64_t(py_) * (px_ / 2 + 1)) {
     std::size_t fwd_bytes = 0, inv_bytes = 0;
     check_cufft(cufftMakePlan2d(fwd_.get(), py_, px_, CUFFT_R2C, &fwd_bytes), "cufftMakePlan2d (R2C)");
     check_cufft(cufftMakePlan2d(inv_.get(), py_, px_, CUFFT_C2R, &inv_bytes), "cufftMakePlan2d (C2R)");
@@ -244,8 +252,10 @@ class Fft : public DeviceConvolver {
     psf_spectrum_ = Array<cfloat>::device(std::size_t(points_), s);
     for (const device::FftPlan* p : {&fwd_, &inv_})
       check_cufft(cufftSetWorkArea(p->get(), work_.data()), "cufftSetWorkArea");
-    on_stream(s);
+  }
 
+  void load(const Image& psf, const device::Stream& s) override {
+    on_stream(s);
     // The PSF spectrum, once: the PSF zero-padded to the grid, R2C, conjugated (a correlation) and
     // scaled by 1 / (Px Py) (cuFFT's inverse is unnormalised).
     const Array<float> dpsf = upload(psf, s);
@@ -280,7 +290,7 @@ class Fft : public DeviceConvolver {
   }
   static cufftComplex* as_cufft(const Array<cfloat>& a) { return reinterpret_cast<cufftComplex*>(a.data()); }
 
-  int nx_, ny_, kx_, ky_, px_, py_;
+  int px_, py_;
   std::int64_t points_;  // complex values of the half spectrum
   // Both share work_, from the stream-ordered pool (device::FftPlan allocates none).
   device::FftPlan fwd_{"image.psf_convolve (cuda)"}, inv_{"image.psf_convolve (cuda)"};
@@ -378,6 +388,11 @@ class PsfConvolveCuda : public DeclaredStage<decl> {
  public:
   void check(const Params& p) override { method_ = p.method; }
 
+  void prepare(PrepareContext& pc) override {
+    const PortShape &f = pc.input(in_frame), &k = pc.input(psf);
+    if (f.sized() && k.sized() && !pc.dry_run) make(pc.id, f.nx, f.ny, k.nx, k.ny, pc.stream);
+  }
+
   void process(Context& ctx) override {
     auto in = ctx.in(in_frame);
     auto kernel = ctx.in(psf);
@@ -386,13 +401,13 @@ class PsfConvolveCuda : public DeclaredStage<decl> {
     nonfinite_.poll(false);  // earlier frames whose check has landed
     const device::Stream& stream = ctx.stream();
     Work w;
-    if (!conv_) {
-      if (pick(method_, "cuda", ctx.stage_id(), in->nx, in->ny, kernel->nx, kernel->ny) == Method::direct)
-        conv_ = std::make_unique<Direct>(in->nx, in->ny, *kernel, stream);
-      else
-        conv_ = std::make_unique<Fft>(in->nx, in->ny, *kernel, stream);
+    if (!loaded_) {  // the first frame: the sizes are checked, the PSF is known
+      if (!conv_ || !conv_->made_for(in->nx, in->ny, kernel->nx, kernel->ny))
+        make(ctx.stage_id(), in->nx, in->ny, kernel->nx, kernel->ny, stream);
+      conv_->load(*kernel, stream);
+      loaded_ = true;
       // The PSF port is host-resident (it is checked on the host), so the planner moves nothing:
-      // the upload above is this stage's own, once per stream, and counted here for the report.
+      // the upload is this stage's own, once per stream, and counted here for the report.
       w.bytes_h2d = double(kernel->pixels.bytes());
     }
     auto out = std::make_shared<Image>();
@@ -413,7 +428,15 @@ class PsfConvolveCuda : public DeclaredStage<decl> {
   void finish(Context&) override { nonfinite_.poll(true); }
 
  private:
+  void make(const std::string& id, int nx, int ny, int kx, int ky, const device::Stream& s) {
+    if (pick(method_, "cuda", id, nx, ny, kx, ky) == Method::direct)
+      conv_ = std::make_unique<Direct>(nx, ny, kx, ky);
+    else
+      conv_ = std::make_unique<Fft>(nx, ny, kx, ky, s);
+  }
+
   std::string method_;
+  bool loaded_ = false;
   StreamCheck check_;
   NonFiniteCheck nonfinite_;
   std::unique_ptr<DeviceConvolver> conv_;

@@ -80,6 +80,10 @@ inline const StageDecl<Params> decl{
     // One frame at a time, each spread over every core: the frame stays in the shared cache (the
     // report's section 3.5) and the scratch grids and PSF spectrum are allocated once.
     .concurrency = Concurrency::serial,
+    .describe = [](const Params&, const PortShapes& in) {
+      auto it = in.find(in_frame.name);
+      return it == in.end() ? PortShapes{} : PortShapes{{std::string(out_frame.name), it->second}};
+    },
 };
 
 StageSpec spec();

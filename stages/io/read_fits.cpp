@@ -31,6 +31,17 @@ std::vector<std::string> expand(const std::string& pattern) {
   return out;
 }
 
+// The files a path or paths parameter names, globs expanded.
+std::vector<std::string> files_of(const Params& p) {
+  std::vector<std::string> files;
+  if (p.paths)
+    for (const auto& f : *p.paths) files.push_back(f.string());
+  else if (p.path)
+    files.push_back(p.path->string());
+  if (files.size() == 1 && has_wildcard(files[0])) files = expand(files[0]);
+  return files;
+}
+
 class ReadFits : public DeclaredStage<decl> {
  public:
   void check(const Params& p) override {
@@ -39,19 +50,12 @@ class ReadFits : public DeclaredStage<decl> {
       throw ParamError(one ? "paths" : "path",
                        "set either path (a file or a glob pattern) or paths (a list of files)");
     if (many && p.paths->empty()) throw ParamError("paths", "the list of files is empty");
-    files_.clear();
-    if (many)
-      for (const auto& f : *p.paths) files_.push_back(f.string());
-    else
-      files_.push_back(p.path->string());
-    hdu_ = int(p.hdu);
   }
 
   void prepare(PrepareContext& pc) override {
-    if (files_.size() == 1 && has_wildcard(files_[0])) files_ = expand(files_[0]);
     std::int64_t n = 0;
-    for (auto& f : files_) {
-      fits::ImageFile img(f, hdu_);
+    for (auto& f : files_of(params())) {
+      fits::ImageFile img(f, int(params().hdu));
       img.require_planes();
       sources_.push_back({f, img.hdu(), n, img.planes()});
       n += img.planes();
@@ -81,8 +85,6 @@ class ReadFits : public DeclaredStage<decl> {
   }
 
  private:
-  std::vector<std::string> files_;
-  int hdu_ = 0;
   std::vector<Source> sources_;
   std::int64_t length_ = 0;
   bool pinned_ = false;
@@ -90,6 +92,23 @@ class ReadFits : public DeclaredStage<decl> {
 };
 
 }  // namespace
+
+PortShapes describe_frames(const Params& p, const PortShapes&) {
+  PortShape s{.items = 0};
+  try {
+    for (auto& f : files_of(p)) {
+      fits::ImageFile img(f, int(p.hdu));
+      img.require_planes();
+      const int nx = int(img.nx()), ny = int(img.ny());
+      if (s.items == 0) s.nx = nx, s.ny = ny;
+      else if (nx != s.nx || ny != s.ny) s.nx = s.ny = 0;  // frames of several sizes
+      s.items += img.planes();
+    }
+  } catch (const InputError&) {
+    return {};  // prepare() opens the files again and reports what is wrong with them
+  }
+  return {{std::string(frames.name), s}};
+}
 
 StageSpec spec() { return decl.spec({cpu_backend<ReadFits>()}); }
 

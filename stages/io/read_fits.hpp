@@ -24,6 +24,10 @@ struct Params {
   std::int64_t hdu = 0;
 };
 
+// The frames' size (when every plane has the same) and count, from the files' headers; unknown
+// where a file cannot be read (prepare() reports it).
+PortShapes describe_frames(const Params& p, const PortShapes&);
+
 inline const StageDecl<Params> decl{
     .type = "io.read_fits",
     .summary = "stream the planes of FITS images (a cube, one image, a list or a glob of files) as frames",
@@ -35,14 +39,17 @@ inline const StageDecl<Params> decl{
            "HDU. Frames are read one at a time, so memory stays bounded whatever the number of frames.",
     .outputs = {frames},
     .params = {{&Params::path,
-                {.name = "path", .doc = "a FITS file (an image or a cube) or a glob pattern of files; set this or paths"}},
-               {&Params::paths, {.name = "paths", .doc = "FITS files, streamed in this order"}},
+                {.name = "path",
+                 .doc = "a FITS file (an image or a cube) or a glob pattern of files; set this or paths",
+                 .role = PathRole::input}},
+               {&Params::paths, {.name = "paths", .doc = "FITS files, streamed in this order", .role = PathRole::input}},
                {&Params::hdu,
                 {.name = "hdu",
                  .min = 0,
                  .max = 100000,
                  .doc = "HDU holding the image (1 = primary); 0: the primary array, or the first extension if it is "
                         "empty"}}},
+    .describe = describe_frames,
 };
 
 StageSpec spec();

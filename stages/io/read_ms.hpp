@@ -58,7 +58,7 @@ inline const StageDecl<Params> decl{
            "more than one data description, and a selection left empty by the flags. Tested against "
            "io.simulate data written by io.write_ms and Measurement Sets written directly with casacore.",
     .outputs = {info, vis},
-    .params = {{&Params::path, {.name = "path", .doc = "the Measurement Set (a directory)", .required = true}},
+    .params = {{&Params::path, {.name = "path", .doc = "the Measurement Set (a directory)", .required = true, .role = PathRole::input}},
                {&Params::data_column,
                 {.name = "data_column",
                  .choices = {"DATA", "CORRECTED_DATA", "MODEL_DATA"},

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "runtime/payloads/image.hpp"
 #include "runtime/stage_decl.hpp"
@@ -51,6 +52,9 @@ inline const StageDecl<Params> decl{
                         "frame i is frame i mod N (benchmarks: the frames are in host memory, as if read, and cost "
                         "nothing per frame)"}}},
     .concurrency = Concurrency::parallel,
+    .describe = [](const Params& p, const PortShapes&) {
+      return PortShapes{{std::string(frames.name), PortShape{.items = p.count, .nx = int(p.width), .ny = int(p.height)}}};
+    },
 };
 
 StageSpec spec();

@@ -27,7 +27,7 @@ class WriteFits : public DeclaredStage<decl> {
       throw InputError("image " + std::to_string(img->index) + " has inconsistent size");
     const std::string final_path = expand_index(path_, img->index);
     const std::string tmp = ctx.output_file(final_path).string();
-    fits::OutputFile f(tmp);
+    fits::OutputFile f(tmp, final_path);
     const bool sky = img->wcs.has_value();
     if (sky)
       f.create_image(bitpix_, {img->nx, img->ny, 1, 1});

@@ -29,7 +29,8 @@ inline const StageDecl<Params> decl{
                 {.name = "path",
                  .doc = "output file; {index} is replaced by the item index (00000, 00001, ...) and is required for "
                         "streams",
-                 .required = true}},
+                 .required = true,
+                 .role = PathRole::output_per_item}},
                {&Params::bitpix, {.name = "bitpix", .min = -64, .max = -32, .doc = "-32 for float32 pixels, -64 for float64"}}},
     .concurrency = Concurrency::parallel,
 };

@@ -26,7 +26,10 @@ inline const StageDecl<Params> decl{
            "stretch by default so that both faint sidelobes and bright sources are visible. Non-finite pixels "
            "are black. The file appears only when the whole run succeeds.",
     .inputs = {image},
-    .params = {{&Params::path, {.name = "path", .doc = "output file; {index} as in io.write_fits", .required = true}},
+    .params = {{&Params::path, {.name = "path",
+                                 .doc = "output file; {index} as in io.write_fits",
+                                 .required = true,
+                                 .role = PathRole::output_per_item}},
                {&Params::stretch, {.name = "stretch", .choices = {"asinh", "linear"}, .doc = "intensity mapping"}},
                {&Params::low_percentile,
                 {.name = "low_percentile", .unit = "%", .min = 0, .max = 100, .doc = "value shown black"}},

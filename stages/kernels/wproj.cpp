@@ -16,8 +16,9 @@
 #include <vector>
 
 #include "runtime/error.hpp"
+#include "runtime/kernel_cache.hpp"
 #include "runtime/units.hpp"
-#include "stages/shared/layouts.hpp"
+#include "runtime/payloads/kernel_stack_builder.hpp"
 #include "stages/shared/spheroidal.hpp"
 #include "stages/shared/fftw.hpp"
 
@@ -310,7 +311,8 @@ std::string read_cache(const std::filesystem::path& file, const std::string& key
   return "";
 }
 
-void write_cache(const std::filesystem::path& file, const std::string& key, const KernelStack& ks) {
+// Returns whether the file was written.
+bool write_cache(const std::filesystem::path& file, const std::string& key, const KernelStack& ks) {
   std::error_code ec;
   std::random_device rd;
   auto tmp = file;
@@ -339,7 +341,9 @@ void write_cache(const std::filesystem::path& file, const std::string& key, cons
   if (!ok || ec) {
     std::filesystem::remove(tmp, ec);
     spdlog::warn("kernels.wproj: could not write the kernel cache {}", file.string());
+    return false;
   }
+  return true;
 }
 
 // ------------------------------------------------------------------ stage
@@ -354,7 +358,7 @@ class WProj : public DeclaredStage<kernels_wproj::decl> {
     s_.w_planes = int(p.w_planes);
     s_.max_conv_size = int(p.max_conv_size);
     s_.support_threshold = p.support_threshold;
-    cache_dir_ = p.cache_dir.string();
+    cache_dir_ = p.cache_dir.empty() ? std::filesystem::path() : kernel_cache::expand(p.cache_dir.string());
     const std::string& l = p.layouts;
     layouts_.rows = l == "rows" || l == "all";
     layouts_.gpu = l == "gpu" || l == "all";
@@ -393,24 +397,24 @@ class WProj : public DeclaredStage<kernels_wproj::decl> {
     if (!file.empty()) {
       std::error_code ec;
       std::filesystem::create_directories(cache_dir_, ec);
-      if (ec) spdlog::warn("kernels.wproj: cannot create the cache directory {}: {}", cache_dir_, ec.message());
+      if (ec) spdlog::warn("kernels.wproj: cannot create the cache directory {}: {}", cache_dir_.string(), ec.message());
     }
     bool cached = false;
     if (!file.empty() && std::filesystem::exists(file)) {
       const auto t0 = std::chrono::steady_clock::now();
       const std::string why = read_cache(file, key, z.planes, z.oversample, *ks, layouts_.pinned);
       cached = why.empty();
-      if (cached)
+      if (cached) {
+        kernel_cache::touch(file);  // recently used: evicted last
         spdlog::info("kernels.wproj: {} planes loaded from {} in {:.2f} s", z.planes, file.string(),
                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      else
+      } else
         spdlog::warn("kernels.wproj: ignoring cache file {}: {}; recomputing", file.string(), why);
     }
     if (!cached) {
-      generate(z, s_.support_threshold,
-               cache_dir_.empty() ? std::filesystem::path() : std::filesystem::path(cache_dir_) / "fftwf.wisdom", *ks,
+      generate(z, s_.support_threshold, cache_dir_.empty() ? std::filesystem::path() : cache_dir_ / "fftwf.wisdom", *ks,
                layouts_.pinned);
-      if (!file.empty()) write_cache(file, key, *ks);
+      if (!file.empty() && write_cache(file, key, *ks)) report_growth(file);
     }
     warn_if_truncated(z, *ks);
     build_kernel_layouts(*ks, layouts_);
@@ -418,8 +422,23 @@ class WProj : public DeclaredStage<kernels_wproj::decl> {
   }
 
  private:
+  // The cache grew by `file`: say so, with what it holds, and evict the least recently used
+  // files beyond the cap.
+  void report_growth(const std::filesystem::path& file) const {
+    std::error_code ec;
+    const auto added = std::filesystem::file_size(file, ec);
+    const auto cap = kernel_cache::cap_bytes();
+    const auto t = kernel_cache::trim(cache_dir_, cap);
+    spdlog::info("kernels.wproj: cached the stack ({}) in {}; the cache holds {}{}{} (`uvflow cache clear` empties it)",
+                 bytes_text(ec ? 0 : added), cache_dir_.string(), bytes_text(t.total),
+                 cap ? " of its " + bytes_text(cap) + " cap" : std::string(),
+                 t.removed ? ", after removing " + std::to_string(t.removed) + " least recently used (" +
+                                 bytes_text(t.removed_bytes) + ")"
+                           : std::string());
+  }
+
   WProjSettings s_;
-  std::string cache_dir_;
+  std::filesystem::path cache_dir_;
   KernelLayouts layouts_;
 };
 

@@ -1,13 +1,20 @@
 // Its image_size and cell_arcsec set the image geometry of the whole pipeline (KernelStack::geom);
-// the derived layouts are built by stages/shared/layouts.hpp.
+// the derived layouts are built by runtime/payloads/kernel_stack_builder.hpp.
 #pragma once
 
 #include <filesystem>
 #include <string>
 
+#include "runtime/kernel_cache.hpp"
 #include "runtime/payloads/kernels.hpp"
 #include "runtime/payloads/vis.hpp"
 #include "runtime/stage_decl.hpp"
+#include "runtime/units.hpp"
+
+namespace uvflow {
+// Smallest even 2^a 3^b 5^c greater than int(padding * image_size - 0.5).
+int wproj_grid_size(int image_size, double padding);
+}  // namespace uvflow
 
 namespace uvflow::kernels_wproj {
 
@@ -28,7 +35,7 @@ struct Params {
   std::int64_t w_planes = 0;
   std::int64_t max_conv_size = 2000;
   double support_threshold = 1e-3;
-  std::filesystem::path cache_dir = ".cache/uvflow/kernels";
+  std::filesystem::path cache_dir = kernel_cache::kDefaultDir;
   std::string layouts = "rows";
 };
 
@@ -71,13 +78,23 @@ inline const StageDecl<Params> decl{
                  .doc = "kernel support edge, relative to the largest kernel peak (plane 0's)"}},
                {&Params::cache_dir,
                 {.name = "cache_dir",
-                 .doc = "directory of cached kernel stacks and FFTW wisdom; an empty string disables the cache"}},
+                 .doc = "directory of cached kernel stacks and FFTW wisdom; {cache} is the user's cache folder "
+                        "($XDG_CACHE_HOME/uvflow, else ~/.cache/uvflow), capped at UVFLOW_CACHE_MAX (default 4G) with the "
+                        "least recently used stacks evicted first (`uvflow cache` lists it, `uvflow cache clear` empties "
+                        "it); an empty string disables the cache"}},
                {&Params::layouts,
                 {.name = "layouts", .choices = {"rows", "gpu", "all", "quarter"},
                  .doc = "derived layouts to build besides the compacted quarter (which grid.serial and grid.atomic "
                         "read): rows for grid.tiled on the cpu, gpu (oerc and nag) for grid.tiled on cuda; a GPU "
                         "pipeline uploads only what is built"}}},
     .concurrency = Concurrency::serial,
+    // The geometry follows from the parameters alone; the planes and supports from the data.
+    .describe = [](const Params& p, const PortShapes&) {
+      const GridGeometry g{.image_size = int(p.image_size),
+                           .grid_size = wproj_grid_size(int(p.image_size), p.padding),
+                           .cell_rad = p.cell_arcsec * kArcsecToRad};
+      return PortShapes{{std::string(kernels.name), PortShape{.grid = g}}};
+    },
 };
 
 StageSpec spec();
@@ -111,8 +128,6 @@ struct WProjSizes {
   int max_support() const;  // largest support whose compacted kernel fits in the kept quarter
 };
 
-// Smallest even 2^a 3^b 5^c greater than int(padding * image_size - 0.5).
-int wproj_grid_size(int image_size, double padding);
 // Throws uvflow::InputError when the observation's w statistics are unusable.
 WProjSizes wproj_sizes(const WProjSettings& s, const Observation& obs);
 

@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
@@ -14,6 +16,8 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+
+#include "runtime/error.hpp"
 
 namespace uvflow::fftw {
 namespace {
@@ -107,8 +111,20 @@ bool export_wisdom(const std::filesystem::path& file) {
 
 Buffer alloc(std::size_t n) {
   auto* p = reinterpret_cast<cfloat*>(fftwf_alloc_complex(n));
-  if (!p && n) throw std::bad_alloc();
+  if (!p && n) throw OutOfMemory(n * sizeof(cfloat), "an FFTW buffer of " + std::to_string(n) + " complex values");
   return Buffer(p);
 }
 
 }  // namespace uvflow::fftw
+
+// FFTW checks its internal allocations (planner tables, twiddles, plan buffers) with an assertion
+// that prints "fftw: alloc.c:NN: assertion failed: p" and aborts. This definition takes the place
+// of libfftw3f's own (an exported symbol it calls through the PLT, so the process's first
+// definition, libuvflow's, is the one called): an allocation failure becomes OutOfMemory, which
+// unwinds out of FFTW (its C frames have unwind tables on x86-64; what FFTW had allocated in that
+// call is lost, and the run fails with the error). Any other assertion is a bug: report and abort.
+extern "C" void fftwf_assertion_failed(const char* s, int line, const char* file) {
+  if (std::strstr(file, "alloc.c")) throw uvflow::OutOfMemory(0, "FFTW's plan tables or buffers");
+  std::fprintf(stderr, "fftw: %s:%d: assertion failed: %s\n", file, line, s);
+  std::abort();
+}

@@ -2,7 +2,9 @@
 
 #include <fitsio.h>
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 
 #include "runtime/error.hpp"
@@ -91,6 +93,30 @@ void ImageFile::read_plane(std::int64_t p, float* dst) const {
     fail(status, "cannot read plane " + std::to_string(p));
 }
 
+std::optional<double> ImageFile::number(const char* key) const {
+  int status = 0;
+  double v = 0;
+  fits_read_key(f_->f, TDOUBLE, key, &v, nullptr, &status);
+  if (status == KEY_NO_EXIST) {
+    fits_clear_errmsg();
+    return std::nullopt;
+  }
+  if (status) fail(status, std::string("keyword ") + key + " is not a number");
+  return v;
+}
+
+std::optional<std::string> ImageFile::text(const char* key) const {
+  int status = 0;
+  char v[FLEN_VALUE] = "";
+  fits_read_key(f_->f, TSTRING, key, v, nullptr, &status);
+  if (status == KEY_NO_EXIST) {
+    fits_clear_errmsg();
+    return std::nullopt;
+  }
+  if (status) fail(status, std::string("keyword ") + key + " is not a string");
+  return std::string(v);
+}
+
 // ---------------------------------------------------------------- writing
 
 struct OutputFile::Handle {
@@ -101,18 +127,30 @@ struct OutputFile::Handle {
   }
 };
 
-OutputFile::OutputFile(const std::string& path) : path_(path), f_(std::make_unique<Handle>()) {
+OutputFile::OutputFile(const std::string& path, const std::string& shown_as)
+    : path_(path), shown_(shown_as.empty() ? path : shown_as), f_(std::make_unique<Handle>()) {
   int status = 0;
-  // "!" makes cfitsio replace the (temporary) file if it exists.
-  fits_create_file(&f_->f, ("!" + path).c_str(), &status);
+  errno = 0;
+  // The disk-file call takes the name literally (no cfitsio extended syntax, no "!" to replace).
+  fits_create_diskfile(&f_->f, path.c_str(), &status);
   check(status, "create");
 }
 
 OutputFile::~OutputFile() = default;
 
+// cfitsio reports a failed write as "error writing to FITS file"; the cause (a full disk, a
+// quota) is in errno, which the failing call set: each call starts with errno cleared.
 void OutputFile::check(int status, const char* what) const {
-  if (!status) return;
-  throw std::runtime_error(std::string("FITS ") + what + " " + path_ + ": " + cfitsio_text(status));
+  if (!status) {
+    errno = 0;
+    return;
+  }
+  const bool io = status == FILE_NOT_CREATED || status == WRITE_ERROR || status == FILE_NOT_CLOSED ||
+                  status == READ_ERROR || status == MEMORY_ALLOCATION;
+  const int err = errno;
+  std::string cause = cfitsio_text(status);
+  if (io && err) cause = std::string(std::strerror(err)) + " (cfitsio: " + cause + ")";
+  throw std::runtime_error("cannot write " + shown_ + " (FITS " + what + "): " + cause);
 }
 
 void OutputFile::create_image(int bitpix, const std::vector<long>& axes) {

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,10 @@ class ImageFile {
   void read_plane(std::int64_t p, float* dst) const;
   // Throws InputError unless the image has two or more axes (a 2-D image or a cube).
   void require_planes() const;
+  // A header keyword of this HDU, or nothing when it is absent; InputError naming the file, HDU
+  // and keyword when it is present but not a number (a string, for text()).
+  std::optional<double> number(const char* key) const;
+  std::optional<std::string> text(const char* key) const;
 
  private:
   [[noreturn]] void fail(int status, const std::string& what) const;
@@ -48,11 +53,13 @@ class ImageFile {
 };
 
 // A new FITS file holding one image in its primary HDU. Failures (the disk, not the data) throw
-// std::runtime_error "FITS <what> <path>: <cfitsio's text>".
+// std::runtime_error "cannot write <shown_as> (FITS <what>): <cause>", the cause the system's
+// ("No space left on device") where there is one, else cfitsio's text.
 class OutputFile {
  public:
-  // Creates `path`, replacing a file already there (the writers' temporaries).
-  explicit OutputFile(const std::string& path);
+  // Creates `path` (which must not exist: a writer's temporary, Context::output_file); messages
+  // name `shown_as` (the user's path; "": `path`).
+  explicit OutputFile(const std::string& path, const std::string& shown_as = "");
   ~OutputFile();  // closes without checking; call close() to know the file is complete
 
   // The primary array: BITPIX -32 or -64 and the axes (NAXIS1 fastest).
@@ -66,7 +73,7 @@ class OutputFile {
  private:
   void check(int status, const char* what) const;
   struct Handle;
-  std::string path_;
+  std::string path_, shown_;
   std::unique_ptr<Handle> f_;
 };
 

@@ -4,34 +4,27 @@ namespace uvflow {
 namespace {
 
 // Both directions: the payload's arrays moved to `to` on the stage's stream, the bytes counted.
-template <const auto& decl, const PortSpec& in_data, const PortSpec& out_data, Location to>
+template <const auto& decl, Location to>
 class Transfer : public DeclaredStage<decl> {
  public:
   void process(Context& ctx) override {
-    auto in = ctx.input(in_data.name);
+    auto in = ctx.input(transfer::kPort);
     auto out = in->moved_to(to, ctx.stream(), /*pinned=*/true);
     Work w;
     (to == Location::device ? w.bytes_h2d : w.bytes_d2h) = double(in->bytes());
     ctx.add_work(w);
-    ctx.emit(out_data.name, out);
+    ctx.emit(transfer::kPort, out);
   }
 };
 
-template <class S>
-BackendSpec cuda_backend() {
-  return {"cuda", [] { return std::unique_ptr<Stage>(std::make_unique<S>()); }};
+template <const auto& decl, Location to>
+StageSpec spec_of() {
+  return decl.spec({{"cuda", [] { return std::unique_ptr<Stage>(std::make_unique<Transfer<decl, to>>()); }}});
 }
 
 }  // namespace
 
-StageSpec transfer_to_device::spec() {
-  using namespace transfer_to_device;
-  return decl.spec({cuda_backend<Transfer<decl, in_data, out_data, Location::device>>()});
-}
-
-StageSpec transfer_to_host::spec() {
-  using namespace transfer_to_host;
-  return decl.spec({cuda_backend<Transfer<decl, in_data, out_data, Location::host>>()});
-}
+StageSpec transfer_to_device::spec() { return spec_of<decl, Location::device>(); }
+StageSpec transfer_to_host::spec() { return spec_of<decl, Location::host>(); }
 
 }  // namespace uvflow

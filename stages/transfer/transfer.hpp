@@ -4,50 +4,47 @@
 // (kAnyPayload), which a typed In<T>/Out<T> cannot say: they are declared as PortSpecs.
 #pragma once
 
+#include <string>
+
 #include "runtime/stage_decl.hpp"
 
-namespace uvflow::transfer_to_device {
+namespace uvflow::transfer {
 
-inline const PortSpec in_data{"data", kAnyPayload, Arity::stream, Residency::host, "payload to copy"};
-inline const PortSpec out_data{"data", kAnyPayload, Arity::stream, Residency::device,
-                               "the same payload at its new location"};
+inline constexpr const char* kPort = "data";  // the one input and the one output
 
 struct Params {};
 
-inline const StageDecl<Params> decl{
-    .type = "transfer.to_device",
-    .summary = "copy a payload from host to device memory (one asynchronous upload)",
-    .doc = "Every array of the payload is copied on the stage's CUDA stream; the copy is ordered after the "
-           "payload's last writer and later readers wait on its event. Bytes moved are counted in the run "
-           "report. Inserted by the planner where needed unless run.transfers is explicit.",
-    .inputs = {in_data},
-    .outputs = {out_data},
-    .concurrency = Concurrency::serial,
-};
+// One direction's declaration: the payload, of any type, from `from` memory to `to` memory, with
+// the shape of its items unchanged.
+inline StageDecl<Params> declare(std::string type, std::string summary, Residency from, Residency to) {
+  return {
+      .type = std::move(type),
+      .summary = std::move(summary),
+      .doc = "Every array of the payload is copied on the stage's CUDA stream; the copy is ordered after the "
+             "payload's last writer and later readers wait on its event. Bytes moved are counted in the run "
+             "report. Inserted by the planner where needed unless run.transfers is explicit.",
+      .inputs = {PortSpec{kPort, kAnyPayload, Arity::stream, from, "payload to copy"}},
+      .outputs = {PortSpec{kPort, kAnyPayload, Arity::stream, to, "the same payload at its new location"}},
+      .concurrency = Concurrency::serial,
+      .describe = [](const Params&, const PortShapes& in) {
+        auto it = in.find(kPort);
+        return it == in.end() ? PortShapes{} : PortShapes{{kPort, it->second}};
+      },
+  };
+}
 
+}  // namespace uvflow::transfer
+
+namespace uvflow::transfer_to_device {
+inline const auto decl = transfer::declare(
+    "transfer.to_device", "copy a payload from host to device memory (one asynchronous upload)", Residency::host,
+    Residency::device);
 StageSpec spec();  // backend: cuda only
-
 }  // namespace uvflow::transfer_to_device
 
 namespace uvflow::transfer_to_host {
-
-inline const PortSpec in_data{"data", kAnyPayload, Arity::stream, Residency::device, "payload to copy"};
-inline const PortSpec out_data{"data", kAnyPayload, Arity::stream, Residency::host,
-                               "the same payload at its new location"};
-
-struct Params {};
-
-inline const StageDecl<Params> decl{
-    .type = "transfer.to_host",
-    .summary = "copy a payload from device to pinned host memory (one asynchronous download)",
-    .doc = "Every array of the payload is copied on the stage's CUDA stream; the copy is ordered after the "
-           "payload's last writer and later readers wait on its event. Bytes moved are counted in the run "
-           "report. Inserted by the planner where needed unless run.transfers is explicit.",
-    .inputs = {in_data},
-    .outputs = {out_data},
-    .concurrency = Concurrency::serial,
-};
-
+inline const auto decl = transfer::declare(
+    "transfer.to_host", "copy a payload from device to pinned host memory (one asynchronous download)",
+    Residency::device, Residency::host);
 StageSpec spec();  // backend: cuda only
-
 }  // namespace uvflow::transfer_to_host

@@ -43,7 +43,7 @@ class WSort : public DeclaredStage<decl> {
       for (std::size_t i = c * kChunk, end = std::min(n, i + kChunk); i < end; ++i) {
         switch (place(placement, support, uu[i], vv[i], ww[i], placed[i])) {
           case Placed::inside: ++count[placed[i].plane]; break;
-          case Placed::outside: placed[i].plane = -1; ++count[planes]; break;
+          case Placed::outside: placed[i] = off_grid(); ++count[planes]; break;
           case Placed::invalid:
             throw InputError("block " + std::to_string(in->index) + ", visibility " + std::to_string(i) +
                              ": uvw is not finite (" + std::to_string(uu[i]) + ", " + std::to_string(vv[i]) + ", " +
@@ -51,29 +51,18 @@ class WSort : public DeclaredStage<decl> {
         }
       }
     });
-    // Exclusive scan plane-major (the output is sorted by plane), chunk-minor (and stable).
-    std::int64_t kept = 0;
-    for (int p = 0; p < planes; ++p)
+    // Exclusive scan key-major (the output is sorted by plane, the off-grid ones last), chunk-minor
+    // (and stable).
+    std::int64_t start = 0;
+    for (std::size_t k = 0; k < keys; ++k)
       for (std::size_t c = 0; c < chunks; ++c) {
-        const std::int64_t count = cursor[c * keys + p];
-        cursor[c * keys + p] = kept;
-        kept += count;
+        const std::int64_t count = cursor[c * keys + k];
+        cursor[c * keys + k] = start;
+        start += count;
       }
 
     // Pass 2: scatter every array to its sorted position.
-    auto out = std::make_shared<VisBlock>();
-    out->obs = in->obs;
-    out->index = in->index;
-    out->skipped = in->skipped + std::int64_t(n) - kept;
-    out->grid_size = ks->geom.grid_size;
-    out->max_support = ks->max_support;
-    const std::size_t m = std::size_t(kept);
-    out->uu = Array<float>::host(m, pinned_);
-    out->vv = Array<float>::host(m, pinned_);
-    out->ww = Array<float>::host(m, pinned_);
-    out->vis = Array<cfloat>::host(m, pinned_);
-    out->weight = Array<float>::host(m, pinned_);
-    out->coords = Array<GridCoord>::host(m, pinned_);
+    auto out = sorted_shell(*in, *ks, [&](auto t, std::size_t m) { return Array<decltype(t)>::host(m, pinned_); });
     const cfloat* vis = in->vis.host_data();
     const float* weight = in->weight.host_data();
     float *out_uu = out->uu.data(), *out_vv = out->vv.data(), *out_ww = out->ww.data(), *out_weight = out->weight.data();
@@ -83,8 +72,7 @@ class WSort : public DeclaredStage<decl> {
       std::int64_t* next = cursor.data() + c * keys;
       for (std::size_t i = c * kChunk, end = std::min(n, i + kChunk); i < end; ++i) {
         const int p = placed[i].plane;
-        if (p < 0) continue;
-        const std::int64_t d = next[p]++;
+        const std::int64_t d = next[p < 0 ? planes : p]++;
         out_uu[d] = uu[i];
         out_vv[d] = vv[i];
         out_ww[d] = ww[i];

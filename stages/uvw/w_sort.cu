@@ -21,14 +21,22 @@ namespace {
 constexpr int kThreads = 256;
 using Key = std::uint16_t;  // planes <= 32767 (Placement::of), plus the off-grid key
 
-// A kernel cannot throw: non-finite uvw (an error on the cpu backend) is keyed as off the grid.
+// A kernel cannot throw: non-finite uvw is keyed as off the grid and counted in bad[0], and bad[1]
+// keeps the complement of the smallest (block << 32 | visibility) among them (atomicMax of the
+// complement: zeroed memory needs no other initial value), for the error raised at the end.
 __global__ void plane_keys(const Placement p, const std::int32_t* support, const float* uu, const float* vv,
-                           const float* ww, int n, Key* keys, std::int32_t* order) {
+                           const float* ww, int n, Key* keys, std::int32_t* order, unsigned long long block,
+                           unsigned long long* bad) {
   const std::int64_t i = std::int64_t(blockIdx.x) * kThreads + threadIdx.x;
   if (i >= n) return;
   GridCoord c;
-  keys[i] = Key(place(p, support, uu[i], vv[i], ww[i], c) == Placed::inside ? c.plane : p.planes);
+  const Placed where = place(p, support, uu[i], vv[i], ww[i], c);
+  keys[i] = Key(where == Placed::inside ? c.plane : p.planes);
   order[i] = std::int32_t(i);
+  if (where == Placed::invalid) {
+    atomicAdd(bad, 1ull);
+    atomicMax(bad + 1, ~(block << 32 | (unsigned long long)(i)));
+  }
 }
 
 struct Columns {
@@ -56,7 +64,7 @@ __global__ void gather(const Placement p, const std::int32_t* support, const std
   out.vis[d] = in.vis[i];
   out.weight[d] = in.weight[i];
   GridCoord c;
-  if (place(p, support, uu, vv, ww, c) != Placed::inside) c = GridCoord{0, 0, -1, 0, 0, 0, 0, 0};
+  if (place(p, support, uu, vv, ww, c) != Placed::inside) c = off_grid();
   out.coords[d] = c;
 }
 
@@ -64,6 +72,13 @@ void cuda_check(cudaError_t e, const char* what) { device::check(e, "uvw.w_sort 
 
 class WSortCuda final : public DeclaredStage<decl> {
  public:
+  // Here, not at the first block: blocks are sorted concurrently.
+  void prepare(PrepareContext& pc) override {
+    if (pc.dry_run) return;
+    bad_ = Array<unsigned long long>::device(2, pc.stream);
+    device::memset_zero(bad_.data(), bad_.bytes(), pc.stream);
+  }
+
   void process(Context& ctx) override {
     auto in = ctx.in(vis_in);
     auto ks = ctx.in(kernels);
@@ -81,25 +96,16 @@ class WSortCuda final : public DeclaredStage<decl> {
     const device::Stream& stream = ctx.stream();
     const auto raw = static_cast<cudaStream_t>(stream.native());
     const int n = int(in->size());
-    auto out = std::make_shared<VisBlock>();
-    out->obs = in->obs;
-    out->index = in->index;
-    out->skipped = in->skipped;  // the off-grid ones stay in the block, marked
-    out->grid_size = ks->geom.grid_size;
-    out->max_support = ks->max_support;
-    out->uu = Array<float>::device(n, stream);
-    out->vv = Array<float>::device(n, stream);
-    out->ww = Array<float>::device(n, stream);
-    out->vis = Array<cfloat>::device(n, stream);
-    out->weight = Array<float>::device(n, stream);
-    out->coords = Array<GridCoord>::device(n, stream);
+    auto out = sorted_shell(*in, *ks, [&](auto t, std::size_t m) { return Array<decltype(t)>::device(m, stream); });
     if (n > 0) {
       auto keys_a = Array<Key>::device(n, stream), keys_b = Array<Key>::device(n, stream);
       auto order_a = Array<std::int32_t>::device(n, stream), order_b = Array<std::int32_t>::device(n, stream);
       const std::int32_t* support = ks->support.data();
       plane_keys<<<(n + kThreads - 1) / kThreads, kThreads, 0, raw>>>(placement, support, in->uu.data(), in->vv.data(),
-                                                                      in->ww.data(), n, keys_a.data(), order_a.data());
+                                                                      in->ww.data(), n, keys_a.data(), order_a.data(),
+                                                                      (unsigned long long)(in->index), bad_.data());
       device::check_launch("uvw.w_sort: plane_keys launch");
+      bad_.storage()->set_last_writer(stream.record());  // freed only after this kernel
       // Keys run from 0 to `planes` (off the grid): sort only the bits that can be set. The
       // double-buffer form needs no second copy inside CUB's temporary storage.
       const int end_bit = std::bit_width(unsigned(placement.planes));
@@ -122,6 +128,20 @@ class WSortCuda final : public DeclaredStage<decl> {
     ctx.add_work({.visibilities = double(n)});
     ctx.emit(vis_out, out);
   }
+
+  // The one read-back of the stage: non-finite uvw must stop the run, as on the cpu.
+  void finish(Context& ctx) override {
+    unsigned long long bad[2] = {0, 0};
+    device::copy(bad, bad_.data(), sizeof bad, device::Copy::device_to_host, ctx.stream());
+    ctx.stream().synchronize();
+    if (bad[0] == 0) return;
+    const unsigned long long first = ~bad[1];
+    throw InputError("block " + std::to_string(first >> 32) + ", visibility " + std::to_string(first & 0xffffffffull) +
+                     ": uvw is not finite (" + std::to_string(bad[0]) + " such visibilities in the stream)");
+  }
+
+ private:
+  Array<unsigned long long> bad_;  // [count, ~first (block << 32 | visibility)] of non-finite uvw
 };
 
 }  // namespace

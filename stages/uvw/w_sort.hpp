@@ -16,8 +16,7 @@ inline constexpr In<KernelStack> kernels{
     .doc = "kernel stack: grid geometry, oversample, w_scale and per-plane supports"};
 inline constexpr Out<VisBlock> vis_out{
     .name = "vis",
-    .doc = "the block with coords set, sorted by w-plane; off-grid visibilities removed and counted (cpu) or "
-           "last with plane -1 (cuda)"};
+    .doc = "the block with coords set, sorted by w-plane; off-grid visibilities last, with plane -1"};
 
 struct Params {};
 
@@ -30,14 +29,16 @@ inline const StageDecl<Params> decl{
            "when ww > 0) and stores it in the block's `coords` with the plane's support, so later stages never "
            "recompute it. The block is reordered by w-plane with a stable sort: every array (uu, vv, ww, vis, weight, "
            "coords) moves; the optional per-row arrays (antenna1, antenna2, channel, time) are left empty. "
+           "Visibilities whose (2s+1)^2 footprint would leave the grid stay in the block, after the last plane in "
+           "input order, with coords.plane = -1 (on every backend: a device sort cannot shrink a block without a "
+           "round trip to the host); every consumer skips them and the gridders count them as skipped; `skipped` is "
+           "the input's. Non-finite uvw is an input error naming the block and the visibility. "
            "cpu: a counting sort, parallel over chunks of the block (the output does not depend on the thread count); "
-           "visibilities whose (2s+1)^2 footprint would leave the grid are removed and counted in `skipped`; "
-           "non-finite uvw stops the run with an error naming the visibility. "
+           "the error stops the run at the block. "
            "cuda: a CUB radix sort of (plane, index) pairs on the device, keys only as wide as the plane count needs; "
-           "the host never reads the block, so it cannot size a smaller one: visibilities off the grid stay, sorted "
-           "after the last plane in input order, with coords.plane = -1, and every consumer skips them (gridders count "
-           "them as skipped); `skipped` is the input's. A kernel cannot raise an error, so non-finite uvw is treated "
-           "as off the grid. The visibilities on the grid come out in the cpu backend's order with identical coords. "
+           "the host never reads the block, so non-finite uvw is counted on the device (and placed off the grid) and "
+           "the error, naming the first such visibility, is raised at the end of the stream (one read-back). Both "
+           "backends give the same blocks, in the same order, with identical coords. "
            "Tested: cpu against an independent double-precision placement, including visibilities just inside and "
            "just outside the grid edges and rounding ties; cuda against cpu on random and edge cases.",
     .inputs = {vis_in, kernels},
@@ -46,6 +47,26 @@ inline const StageDecl<Params> decl{
 };
 
 StageSpec spec();
+
+// The sorted block's shell, the same on both backends: `in`'s metadata, placement fields from the
+// kernels, and fresh arrays of in.size() from `alloc` (host or device), to be filled in sorted order.
+template <class Alloc>
+std::shared_ptr<VisBlock> sorted_shell(const VisBlock& in, const KernelStack& ks, Alloc&& alloc) {
+  const std::size_t n = in.size();
+  auto out = std::make_shared<VisBlock>();
+  out->obs = in.obs;
+  out->index = in.index;
+  out->skipped = in.skipped;  // the off-grid ones stay in the block, marked
+  out->grid_size = ks.geom.grid_size;
+  out->max_support = ks.max_support;
+  out->uu = alloc(float{}, n);
+  out->vv = alloc(float{}, n);
+  out->ww = alloc(float{}, n);
+  out->vis = alloc(cfloat{}, n);
+  out->weight = alloc(float{}, n);
+  out->coords = alloc(GridCoord{}, n);
+  return out;
+}
 #ifdef UVFLOW_WITH_CUDA
 std::unique_ptr<Stage> make_cuda();  // stages/uvw/w_sort.cu
 #endif

@@ -14,7 +14,7 @@
 
 #include "runtime/harness.hpp"
 #include "runtime/payloads/kernels.hpp"
-#include "stages/shared/layouts.hpp"
+#include "runtime/payloads/kernel_stack_builder.hpp"
 
 namespace uvflow::test {
 

@@ -1,6 +1,7 @@
 #include "tests/support/test_stages.hpp"
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -171,6 +172,38 @@ class Fail : public DeclaredStage<fail::decl> {
   }
 };
 
+namespace crash {
+inline constexpr In<Numbers> in = numbers_in("in");
+inline constexpr Out<Numbers> out = numbers_out("out");
+struct Params {
+  std::int64_t at = 0;
+  std::string how = "segv";
+};
+const StageDecl<Params> decl{
+    .type = "test.crash",
+    .summary = "pass items through; at item `at`, crash (segv, abort) or ask for more memory than there is (alloc)",
+    .inputs = {in},
+    .outputs = {out},
+    .params = {{&Params::at, {.name = "at", .min = 0, .max = 1e6, .doc = "item that crashes"}},
+               {&Params::how, {.name = "how", .choices = {"segv", "abort", "alloc"}, .doc = "how it crashes"}}},
+};
+}  // namespace crash
+
+class Crash : public DeclaredStage<crash::decl> {
+ public:
+  void process(Context& ctx) override {
+    if (ctx.item() == params().at) {
+      if (params().how == "segv") *static_cast<volatile int*>(nullptr) = 1;  // a plugin's bug, on purpose
+      if (params().how == "abort") std::abort();
+      if (params().how == "alloc") {
+        auto huge = Array<double>::host(std::size_t(1) << 55);  // 256 PiB: more than any machine has
+        (void)huge;
+      }
+    }
+    ctx.emit(crash::out, std::const_pointer_cast<Numbers>(ctx.in(crash::in)));
+  }
+};
+
 namespace write_total {
 inline constexpr In<Numbers> in = numbers_in("in");
 struct Params {
@@ -180,7 +213,7 @@ const StageDecl<Params> decl{
     .type = "test.write_total",
     .summary = "write the first value of each item to a file",
     .inputs = {in},
-    .params = {{&Params::path, {.name = "path", .doc = "output file", .required = true}}},
+    .params = {{&Params::path, {.name = "path", .doc = "output file", .required = true, .role = PathRole::output}}},
 };
 }  // namespace write_total
 
@@ -202,6 +235,7 @@ void register_test_stages(Registry& r) {
   r.add(join::decl.spec({cpu_backend<Join>()}));
   r.add(fail::decl.spec({cpu_backend<Fail>()}));
   r.add(write_total::decl.spec({cpu_backend<WriteTotal>()}));
+  r.add(crash::decl.spec({cpu_backend<Crash>()}));
 }
 
 }  // namespace uvflow::test
