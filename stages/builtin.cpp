@@ -12,6 +12,7 @@
 #include "stages/image/psf.hpp"
 #include "stages/image/psf_convolve.hpp"
 #include "stages/io/read_fits.hpp"
+#include "stages/io/read_image.hpp"
 #include "stages/io/read_ms.hpp"
 #include "stages/io/simulate.hpp"
 #include "stages/io/simulate_frames.hpp"
@@ -26,6 +27,7 @@
 #include "stages/uvw/w_sort.hpp"
 #include "stages/uvw/weight_density.hpp"
 #include "stages/uvw/weighting.hpp"
+#include "stages/vis/subtract.hpp"
 
 namespace uvflow {
 
@@ -37,6 +39,7 @@ void register_builtin_stages(Registry& r) {
   r.add(degrid_serial::spec());
   r.add(degrid_wproj::spec());
   r.add(fft_image_to_grid::spec());
+  r.add(vis_subtract::spec());
   r.add(grid_tiled::spec());
   r.add(uvw_w_sort::spec());
   r.add(uvw_bounding_box::spec());
@@ -46,6 +49,7 @@ void register_builtin_stages(Registry& r) {
   r.add(tiles_bucket_sort::spec());
   r.add(io_simulate::spec());
   r.add(io_read_ms::spec());
+  r.add(io_read_image::spec());
   r.add(io_write_ms::spec());
   r.add(io_write_fits::spec());
   r.add(io_write_png::spec());

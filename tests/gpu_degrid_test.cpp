@@ -1,14 +1,20 @@
-// degrid.wproj, cuda backend (both variants), against its cpu backend (which degrid_test.cpp checks
-// against the serial reference, the adjoint identity and a direct DFT): the same random grids and
-// visibilities, raw and placed by uvw.w_sort on the device. Skips without a CUDA device.
+// The prediction chain's cuda backends against their cpu backends (degrid_test.cpp checks those
+// against the serial reference, the adjoint identity and a direct DFT): degrid.wproj, every
+// variant, on the same random grids and visibilities, raw and placed by uvw.w_sort on the device,
+// and on baseline tracks in the simulator's [dump][baseline] order (the moving window's case);
+// fft.image_to_grid on random images. Skips without a CUDA device.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <complex>
+#include <numbers>
 #include <random>
 
+#include "runtime/error.hpp"
 #include "runtime/harness.hpp"
+#include "runtime/payloads/image.hpp"
 #include "stages/degrid/wproj.hpp"
+#include "stages/fft/image_to_grid.hpp"
 #include "stages/uvw/w_sort.hpp"
 #include "tests/support/degrid_cases.hpp"
 #include "tests/support/gpu_test.hpp"
@@ -18,6 +24,65 @@
 using namespace uvflow;
 
 namespace {
+
+template <class T>
+double relative_rms(const Array<T>& got, const Array<T>& want) {
+  double err = 0, norm = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    err += std::norm(std::complex<double>(got[i]) - std::complex<double>(want[i]));
+    norm += std::norm(std::complex<double>(want[i]));
+  }
+  return std::sqrt(err / norm);
+}
+
+// Antenna pairs and non-decreasing times for a block in any order (the moving window's input
+// check needs them; its result does not depend on them).
+void label(VisBlock& b, std::mt19937_64& rng) {
+  const std::size_t n = b.size();
+  b.antenna1 = Array<std::int32_t>::host(n);
+  b.antenna2 = Array<std::int32_t>::host(n);
+  b.time = Array<double>::host(n);
+  std::uniform_int_distribution<int> ant(0, 39);
+  for (std::size_t i = 0; i < n; ++i) {
+    b.antenna1[i] = ant(rng);
+    b.antenna2[i] = ant(rng);
+    b.time[i] = double(i / 500);
+  }
+}
+
+// `baselines` tracks over `dumps` dumps in the simulator's [dump][baseline] order: each baseline
+// turns on an ellipse in uv by about a third of a cell per dump, its w swinging with it.
+std::shared_ptr<VisBlock> tracks(const KernelStack& ks, int baselines, int dumps, std::mt19937_64& rng) {
+  const double scale = ks.geom.scale(), reach = 0.4 * ks.geom.grid_size / scale;
+  std::uniform_real_distribution<double> radius(0.02 * reach, reach), angle(0, 2 * std::numbers::pi),
+      wfrac(-1, 1), amp(-1, 1);
+  std::vector<double> r(baselines), a0(baselines), wa(baselines);
+  for (int b = 0; b < baselines; ++b) r[b] = radius(rng), a0[b] = angle(rng), wa[b] = wfrac(rng) * ks.max_w;
+  auto v = std::make_shared<VisBlock>();
+  const std::size_t n = std::size_t(baselines) * dumps;
+  v->uu = Array<float>::host(n);
+  v->vv = Array<float>::host(n);
+  v->ww = Array<float>::host(n);
+  v->vis = Array<cfloat>::host(n);
+  v->weight = Array<float>::host(n);
+  v->antenna1 = Array<std::int32_t>::host(n);
+  v->antenna2 = Array<std::int32_t>::host(n);
+  v->time = Array<double>::host(n);
+  for (int d = 0; d < dumps; ++d)
+    for (int b = 0; b < baselines; ++b) {
+      const std::size_t i = std::size_t(d) * baselines + b;
+      const double t = a0[b] + d * 0.3 / (r[b] * scale);
+      v->uu[i] = float(r[b] * std::cos(t));
+      v->vv[i] = float(0.8 * r[b] * std::sin(t));
+      v->ww[i] = float(wa[b] * std::sin(t));
+      v->vis[i] = cfloat(float(amp(rng)), float(amp(rng)));
+      v->weight[i] = 1;
+      v->antenna1[i] = b / 64;
+      v->antenna2[i] = 64 + b % 64;
+      v->time[i] = 100.0 * d;
+    }
+  return v;
+}
 
 class DegridGpu : public test::GpuTest, public ::testing::WithParamInterface<const char*> {
  protected:
@@ -30,6 +95,8 @@ class DegridGpu : public test::GpuTest, public ::testing::WithParamInterface<con
     h.process({{"vis", b}});
     return h.output<VisBlock>("vis");
   }
+
+  bool windowed() const { return std::string(GetParam()) == "moving_window"; }
 };
 
 TEST_P(DegridGpu, MatchesTheCpuBackendRawAndPlaced) {
@@ -39,32 +106,117 @@ TEST_P(DegridGpu, MatchesTheCpuBackendRawAndPlaced) {
     for (std::uint64_t seed : test::seeds(5)) {
       SCOPED_TRACE("seed " + std::to_string(seed) + ", oversample " + std::to_string(oversample));
       std::mt19937_64 rng(seed);
-      std::shared_ptr<const VisBlock> v = test::random_block(*ks, 20000, rng);
+      std::shared_ptr<VisBlock> v = test::random_block(*ks, 20000, rng);
+      label(*v, rng);
       std::shared_ptr<const Grid> g = test::random_grid(*ks, rng);
       auto dg = moved(g, Location::device);
       const auto ref = degrid("cpu", g, ks, v);
 
       StageHarness sort(uvw_w_sort::spec(), "cuda");
       sort.set_input("kernels", dks);
-      sort.process({{"vis", moved(v, Location::device)}});
+      sort.process({{"vis", moved(std::shared_ptr<const VisBlock>(v), Location::device)}});
       auto placed = sort.output<VisBlock>("vis");
       auto placed_host = moved(placed, Location::host);
       const auto placed_ref = degrid("cpu", g, ks, placed_host);
 
-      for (auto [dev, want] : {std::pair{moved(v, Location::device), ref}, std::pair{placed, placed_ref}}) {
+      std::shared_ptr<const VisBlock> track = tracks(*ks, 256, 40, rng);
+      const auto track_ref = degrid("cpu", g, ks, track);
+
+      std::vector<std::pair<std::shared_ptr<const VisBlock>, std::shared_ptr<const VisBlock>>> cases = {
+          {moved(std::shared_ptr<const VisBlock>(v), Location::device), ref},
+          {moved(track, Location::device), track_ref}};
+      if (windowed())  // uvw.w_sort drops the antennas: the window cannot group its output
+        EXPECT_THROW(degrid("cuda", dg, dks, placed), InputError);
+      else
+        cases.push_back({placed, placed_ref});
+      for (auto& [dev, want] : cases) {
         auto out = moved(degrid("cuda", dg, dks, dev), Location::host);
         ASSERT_EQ(out->size(), want->size());
-        double err = 0, norm = 0;
-        for (std::size_t i = 0; i < out->size(); ++i) {
-          err += std::norm(std::complex<double>(out->vis[i]) - std::complex<double>(want->vis[i]));
-          norm += std::norm(std::complex<double>(want->vis[i]));
-        }
-        EXPECT_LT(std::sqrt(err / norm), 1e-5);
+        EXPECT_LT(relative_rms(out->vis, want->vis), 1e-5);
       }
     }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Variants, DegridGpu, ::testing::Values("uvflow", "gather"));
+INSTANTIATE_TEST_SUITE_P(Variants, DegridGpu, ::testing::Values("uvflow", "gather", "scatter", "moving_window"));
+
+class DegridGpuInput : public test::GpuTest {};
+
+// kernel_lookup linear (the bilinear table lookup predict.yaml ships): the uvflow variant equals the
+// cpu backend on raw and w-sorted blocks; the other variants refuse it rather than ignore it.
+TEST_F(DegridGpuInput, LinearLookupMatchesTheCpuBackend) {
+  auto ks = test::wproj_stack(160, 45, 16, 2.0, 500);
+  auto dks = moved(ks, Location::device);
+  auto run = [&](const std::string& backend, std::shared_ptr<const Grid> g, std::shared_ptr<const KernelStack> k,
+                 std::shared_ptr<const VisBlock> b) {
+    StageHarness h(degrid_wproj::spec(), backend, degrid_wproj::decl, degrid_wproj::Params{.kernel_lookup = "linear"});
+    h.set_input("grid", g);
+    h.set_input("kernels", k);
+    h.process({{"vis", b}});
+    return h.output<VisBlock>("vis");
+  };
+  for (std::uint64_t seed : test::seeds(8)) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    std::shared_ptr<const VisBlock> v = test::random_block(*ks, 20000, rng);
+    std::shared_ptr<const Grid> g = test::random_grid(*ks, rng);
+    auto dg = moved(g, Location::device);
+    StageHarness sort(uvw_w_sort::spec(), "cuda");
+    sort.set_input("kernels", dks);
+    sort.process({{"vis", moved(v, Location::device)}});
+    auto placed = sort.output<VisBlock>("vis");
+    for (auto [dev, host] : {std::pair{moved(v, Location::device), v}, std::pair{placed, moved(placed, Location::host)}}) {
+      auto want = run("cpu", g, ks, host);
+      auto out = moved(run("cuda", dg, dks, dev), Location::host);
+      EXPECT_LT(relative_rms(out->vis, want->vis), 1e-5);
+    }
+  }
+  EXPECT_THROW(StageHarness(degrid_wproj::spec(), "cuda", degrid_wproj::decl,
+                            degrid_wproj::Params{.variant = "gather", .kernel_lookup = "linear"}),
+               ParamError);
+}
+
+// The window follows each baseline in time order: a block whose times go back is refused.
+TEST_F(DegridGpuInput, MovingWindowNeedsTimeOrder) {
+  auto ks = test::wproj_stack(160, 45, 4, 1.2, 500);
+  std::mt19937_64 rng(test::seeds(1).front());
+  auto v = tracks(*ks, 16, 4, rng);
+  v->time[20] = v->time[19] - 1;
+  StageHarness h(degrid_wproj::spec(), "cuda", degrid_wproj::decl, degrid_wproj::Params{.variant = "moving_window"});
+  h.set_input("grid", moved(std::shared_ptr<const Grid>(test::random_grid(*ks, rng)), Location::device));
+  h.set_input("kernels", moved(std::shared_ptr<const KernelStack>(ks), Location::device));
+  EXPECT_THROW(h.process({{"vis", moved(std::shared_ptr<const VisBlock>(v), Location::device)}}), InputError);
+}
+
+// fft.image_to_grid: cuFFT over the whole grid equals FFTW over the image's columns and then rows.
+TEST_F(DegridGpuInput, ImageToGridMatchesTheCpuBackend) {
+  for (auto [image_size, padding] : {std::pair{160, 1.2}, std::pair{96, 1.25}}) {
+    auto ks = test::wproj_stack(image_size, 45, 4, padding, 500);
+    for (std::uint64_t seed : test::seeds(3)) {
+      SCOPED_TRACE("seed " + std::to_string(seed) + ", image " + std::to_string(image_size));
+      std::mt19937_64 rng(seed);
+      std::uniform_real_distribution<float> amp(-1, 1);
+      auto img = std::make_shared<Image>();
+      img->nx = img->ny = image_size;
+      img->pixels = Array<float>::host(std::size_t(image_size) * image_size);
+      for (float& p : img->pixels) p = amp(rng);
+      auto run = [&](const std::string& backend, std::shared_ptr<const Image> i, std::shared_ptr<const KernelStack> k) {
+        StageHarness h(fft_image_to_grid::spec(), backend);
+        h.set_input("image", i);
+        h.set_input("kernels", k);
+        h.process();
+        return h.output<Grid>("grid");
+      };
+      auto want = run("cpu", img, ks);
+      auto got = moved(run("cuda", moved(std::shared_ptr<const Image>(img), Location::device),
+                           moved(std::shared_ptr<const KernelStack>(ks), Location::device)),
+                       Location::host);
+      ASSERT_EQ(got->cells.size(), want->cells.size());
+      EXPECT_EQ(got->geom, want->geom);
+      EXPECT_EQ(got->totals[0], 0.0);
+      EXPECT_LT(relative_rms(got->cells, want->cells), 1e-5);
+    }
+  }
+}
 
 }  // namespace

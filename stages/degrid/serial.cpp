@@ -1,9 +1,12 @@
 #include "stages/degrid/serial.hpp"
 
+#include <cmath>
+#include <complex>
 #include <cstdlib>
 
 #include "runtime/error.hpp"
 #include "stages/shared/degrid_inputs.hpp"
+#include "stages/shared/kernel_lookup.hpp"
 #include "stages/shared/placement.hpp"
 
 namespace uvflow::degrid_serial {
@@ -11,6 +14,8 @@ namespace {
 
 class SerialDegridder : public DeclaredStage<decl> {
  public:
+  void check(const Params& p) override { linear_ = p.kernel_lookup == "linear"; }
+
   void process(Context& ctx) override {
     auto block = ctx.in(vis);
     auto g = ctx.in(grid);
@@ -37,13 +42,18 @@ class SerialDegridder : public DeclaredStage<decl> {
       const int s = c.support, size = ks->half_size(c.plane);
       const cfloat* kernel = ks->quarter.data() + ks->quarter_start[c.plane];
       const float conv_mul = c.conj ? -1.0f : 1.0f;
+      // Sub-sample offsets in table samples: the rounded ones (nearest), or the exact ones (linear).
+      const kernel_lookup::Offsets f =
+          linear_ ? kernel_lookup::exact(placement, uu[i], vv[i]) : kernel_lookup::Offsets{double(c.off_u), double(c.off_v)};
       double sum_re = 0, sum_im = 0;
       for (int j = -s; j <= s; ++j) {
-        const int iy = std::abs(c.off_v + j * o);
         for (int k = -s; k <= s; ++k) {
-          const int ix = std::abs(c.off_u + k * o);
           // The gridder's C = (cr, conv_mul * ci); the degridder reads G * conj(C).
-          const double cr = kernel[iy * size + ix].real(), ci = conv_mul * kernel[iy * size + ix].imag();
+          // nearest reads the sample itself, as Listing 1 does (no interpolation cost).
+          const std::complex<double> kv =
+              linear_ ? kernel_lookup::bilinear(kernel, size, std::fabs(f.v + j * o), std::fabs(f.u + k * o))
+                      : std::complex<double>(kernel[std::abs(c.off_v + j * o) * size + std::abs(c.off_u + k * o)]);
+          const double cr = kv.real(), ci = conv_mul * kv.imag();
           const cfloat gv = cells[(c.v + j) * N + c.u + k];
           sum_re += gv.real() * cr + gv.imag() * ci;
           sum_im += gv.imag() * cr - gv.real() * ci;
@@ -56,6 +66,9 @@ class SerialDegridder : public DeclaredStage<decl> {
     ctx.add_work({.visibilities = predicted, .updates = updates});
     ctx.emit(model, out);
   }
+
+ private:
+  bool linear_ = false;
 };
 
 }  // namespace

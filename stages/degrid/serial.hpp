@@ -14,7 +14,9 @@ inline constexpr In<KernelStack> kernels{
 inline constexpr Out<VisBlock> model{
     .name = "vis", .doc = "the same block, in the same order, with `vis` replaced by the predicted visibilities"};
 
-struct Params {};
+struct Params {
+  std::string kernel_lookup = "nearest";
+};
 
 inline const StageDecl<Params> decl{
     .type = "degrid.serial",
@@ -28,6 +30,12 @@ inline const StageDecl<Params> decl{
            "checked against; tested against a direct DFT of point sources and by the adjointness identity.",
     .inputs = {vis, grid, kernels},
     .outputs = {model},
+    .params = {{&Params::kernel_lookup,
+                {.name = "kernel_lookup",
+                 .choices = {"nearest", "linear"},
+                 .doc = "nearest: the table sample at the rounded sub-cell offset, as the gridders read it (the exact "
+                        "transpose of grid.serial); linear: the table interpolated bilinearly at the visibility's exact "
+                        "offset, which removes the nearest sample's position error of up to 1/(2 oversample) cell"}}},
 };
 
 StageSpec spec();

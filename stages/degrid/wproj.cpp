@@ -4,10 +4,14 @@
 #include <oneapi/tbb/combinable.h>
 #include <oneapi/tbb/parallel_for.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <vector>
 
 #include "runtime/error.hpp"
 #include "stages/shared/degrid_inputs.hpp"
+#include "stages/shared/kernel_lookup.hpp"
 #include "stages/shared/placement.hpp"
 
 namespace uvflow::degrid_wproj {
@@ -26,25 +30,65 @@ void check_rows(const KernelStack& ks) {
                      " planes: set kernels.wproj's layouts to rows or all");
 }
 
-// sum over k < n of G[k] * conj(C[k]) with C's imaginary part times `sign`: four real sums, so
-// the loop vectorises; complex values are interleaved (re, im).
-inline cfloat gather_row(const float* g, const float* c, int n, float sign) {
-  float rr = 0, ii = 0, ir = 0, ri = 0;
-  for (int k = 0; k < n; ++k) {
-    const float gr = g[2 * k], gi = g[2 * k + 1], cr = c[2 * k], ci = c[2 * k + 1];
-    rr += gr * cr;
-    ii += gi * ci;
-    ir += gi * cr;
-    ri += gr * ci;
+// A visibility's sum of G * conj(C) over its footprint, kept as four real partial sums per
+// footprint column (lanes) while the rows are added: the row loops then vectorise without a
+// reduction, and the lanes are summed once per visibility. Complex values are interleaved (re, im).
+class Lanes {
+ public:
+  explicit Lanes(int max_len) : v_(4 * std::size_t(max_len)) {}
+  void start(int len) {
+    len_ = len;
+    std::fill(v_.begin(), v_.begin() + 4 * len, 0.0f);
   }
-  return {rr + sign * ii, ir - sign * ri};
-}
+  // One footprint row: G[k] and C[k] for k < len.
+  void add(const float* g, const float* c) {
+    float *rr = v_.data(), *ii = rr + len_, *ir = ii + len_, *ri = ir + len_;
+    for (int k = 0; k < len_; ++k) {
+      const float gr = g[2 * k], gi = g[2 * k + 1], cr = c[2 * k], ci = c[2 * k + 1];
+      rr[k] += gr * cr;
+      ii[k] += gi * ci;
+      ir[k] += gi * cr;
+      ri[k] += gr * ci;
+    }
+  }
+  // The same with C blended from four runs (bilinear kernel lookup): C = sum_q w[q] * run_q[k].
+  void add(const float* g, const float* const c[4], const float w[4]) {
+    float *rr = v_.data(), *ii = rr + len_, *ir = ii + len_, *ri = ir + len_;
+    for (int k = 0; k < len_; ++k) {
+      const float cr = w[0] * c[0][2 * k] + w[1] * c[1][2 * k] + w[2] * c[2][2 * k] + w[3] * c[3][2 * k];
+      const float ci = w[0] * c[0][2 * k + 1] + w[1] * c[1][2 * k + 1] + w[2] * c[2][2 * k + 1] + w[3] * c[3][2 * k + 1];
+      const float gr = g[2 * k], gi = g[2 * k + 1];
+      rr[k] += gr * cr;
+      ii[k] += gi * ci;
+      ir[k] += gi * cr;
+      ri[k] += gr * ci;
+    }
+  }
+  // G * conj(C) with C's imaginary part times `sign` (conjugated kernels for w > 0).
+  cfloat sum(float sign) const {
+    const float *rr = v_.data(), *ii = rr + len_, *ir = ii + len_, *ri = ir + len_;
+    float a = 0, b = 0, c = 0, d = 0;
+#pragma omp simd reduction(+ : a, b, c, d)
+    for (int k = 0; k < len_; ++k) {
+      a += rr[k];
+      b += ii[k];
+      c += ir[k];
+      d += ri[k];
+    }
+    return {a + sign * b, c - sign * d};
+  }
+
+ private:
+  std::vector<float> v_;
+  int len_ = 0;
+};
 
 class WprojDegridder : public DeclaredStage<decl> {
  public:
   void check(const Params& p) override {
     if (p.variant != "uvflow")
       throw ParamError("variant", "'" + p.variant + "' is a cuda design; the cpu backend has one (uvflow)");
+    linear_ = p.kernel_lookup == "linear";
   }
 
   void process(Context& ctx) override {
@@ -74,6 +118,7 @@ class WprojDegridder : public DeclaredStage<decl> {
     tbb::combinable<Counts> counts;
     tbb::parallel_for(tbb::blocked_range<std::size_t>(0, block->size(), 512), [&](const auto& r) {
       Counts& n = counts.local();
+      Lanes lanes(2 * ks->max_support + 1);
       for (std::size_t i = r.begin(); i < r.end(); ++i) {
         pred[i] = 0;
         GridCoord c;
@@ -89,13 +134,34 @@ class WprojDegridder : public DeclaredStage<decl> {
         const cfloat* runs = rows + rows_start[c.plane] + std::int64_t(c.off_u + half) * size * len;
         const cfloat* g0 = cells + (c.v - s) * N + (c.u - s);
         const float sign = c.conj ? -1.0f : 1.0f;
-        cfloat sum = 0;
-        for (int j = -s; j <= s; ++j) {
-          const int iy = std::abs(c.off_v + j * o);
-          sum += gather_row(reinterpret_cast<const float*>(g0 + (j + s) * N),
-                            reinterpret_cast<const float*>(runs + std::int64_t(iy) * len), len, sign);
+        lanes.start(len);
+        if (!linear_) {
+          for (int j = -s; j <= s; ++j) {
+            const int iy = std::abs(c.off_v + j * o);
+            lanes.add(reinterpret_cast<const float*>(g0 + (j + s) * N),
+                      reinterpret_cast<const float*>(runs + std::int64_t(iy) * len));
+          }
+        } else {
+          // The exact sub-sample offsets: u between the runs of off_lo and off_lo + 1 (the
+          // kernel's value at |a| is linear in a between them), v between quarter rows.
+          const kernel_lookup::Offsets f = kernel_lookup::exact(placement, uu[i], vv[i]);
+          const int off_lo = std::min(int(std::floor(f.u)), half - 1);
+          const float tu = float(f.u - off_lo);
+          const cfloat* run_lo = rows + rows_start[c.plane] + std::int64_t(off_lo + half) * size * len;
+          const cfloat* run_hi = run_lo + std::int64_t(size) * len;
+          for (int j = -s; j <= s; ++j) {
+            const double y = std::fabs(f.v + j * o);
+            const int y0 = std::min(int(y), size - 1), y1 = std::min(y0 + 1, size - 1);
+            const float ty = float(y - y0);
+            const float* c4[4] = {reinterpret_cast<const float*>(run_lo + std::int64_t(y0) * len),
+                                  reinterpret_cast<const float*>(run_hi + std::int64_t(y0) * len),
+                                  reinterpret_cast<const float*>(run_lo + std::int64_t(y1) * len),
+                                  reinterpret_cast<const float*>(run_hi + std::int64_t(y1) * len)};
+            const float w4[4] = {(1 - ty) * (1 - tu), (1 - ty) * tu, ty * (1 - tu), ty * tu};
+            lanes.add(reinterpret_cast<const float*>(g0 + (j + s) * N), c4, w4);
+          }
         }
-        pred[i] = sum;
+        pred[i] = lanes.sum(sign);
         n.predicted += 1;
         n.updates += double(len) * len;
       }
@@ -112,6 +178,9 @@ class WprojDegridder : public DeclaredStage<decl> {
     ctx.add_work({.visibilities = total.predicted, .updates = total.updates});
     ctx.emit(model, out);
   }
+
+ private:
+  bool linear_ = false;
 };
 
 }  // namespace

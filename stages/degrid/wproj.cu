@@ -1,13 +1,36 @@
-// degrid.wproj, cuda backend: one warp per visibility (a grid-stride loop over the block), its
-// lanes across the flattened (2s+1)^2 footprint, one warp reduction per visibility. A gather
-// writes nothing shared, so there are no atomics. Two designs, chosen by `variant`:
-//   gather  the degridding report's (003): quarter kernels read at |off + k o|, stride o along u.
-//   uvflow  the same work split, kernel values read from the rows layout, so consecutive lanes
-//           read consecutive kernel values and grid cells (one coalesced load each), and each
-//           lane steps through the footprint without a division per point.
+// degrid.wproj, cuda backend: four designs, chosen by `variant`. A visibility's prediction is the
+// sum over its (2s+1)^2 footprint of G * conj(C) (C as the gridder adds it), so every variant
+// computes the same sums in a different order and matches the cpu backend to float rounding.
+//   gather         the degridding report's (003) design: one warp per visibility (a grid-stride
+//                  loop over the block), lanes across the flattened footprint, quarter kernels read
+//                  at |off + k o| (stride o along u), one warp reduction per visibility.
+//   uvflow         ours: the rows layout (unit stride along u for kernel and grid alike), a warp
+//                  split into groups of 8, 16 or 32 lanes by the support (w-sorted input: each
+//                  warp's 32 visibilities have nearly the same one), so small footprints keep most
+//                  lanes busy; each lane owns footprint columns and walks the rows 4 at a time with
+//                  all 8 loads issued before the FMAs (two accumulator sets); the warp's
+//                  coordinates are loaded once, coalesced, and handed round by shuffles.
+//   scatter        the report's alternative: threads own grid points. The block's (visibility,
+//                  32 x 16 tile) pairs are bucketed by tile (the report's "bookmarks"); a thread
+//                  block per tile holds the tile's cells in registers (a warp per tile row), reads
+//                  the kernel for every visibility of the bucket, reduces per warp and adds the
+//                  row's part to the visibility with an atomic (independent warps, no block sync).
+//   moving_window  Romein's per-baseline window: the block is grouped by baseline (antenna1,
+//                  antenna2 on the host; a stable device sort keeps each baseline in time order)
+//                  and one warp degrids one baseline's time block, in time order, through a
+//                  32 x 32-cell window in shared memory indexed by (u mod 32, v mod 32) and tagged
+//                  with the cell it holds: a cell is read from the grid only when the track has
+//                  moved onto it. Footprints wider than the window (s > 15) read the grid directly.
 #include <cuda_runtime.h>
 
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_run_length_encode.cuh>
+#include <cub/device/device_scan.cuh>
+
 #include <algorithm>
+#include <bit>
+#include <climits>
+#include <vector>
 
 #include "runtime/cuda_check.hpp"
 #include "stages/degrid/wproj.hpp"
@@ -17,7 +40,19 @@
 namespace uvflow::degrid_wproj {
 namespace {
 
+constexpr unsigned kFull = 0xffffffffu;
 constexpr int kWarp = 32, kWarpsPerBlock = 8;
+constexpr int kTileU = 32, kTileV = 16;  // scatter: a warp per tile row
+constexpr int kWindow = 32, kWindowWarps = 4;  // moving_window: cells a side, warps per block
+
+enum class Design { gather, uvflow, scatter, moving_window };
+
+Design design_of(const std::string& v) {
+  if (v == "gather") return Design::gather;
+  if (v == "scatter") return Design::scatter;
+  if (v == "moving_window") return Design::moving_window;
+  return Design::uvflow;
+}
 
 struct Args {
   Placement g;
@@ -25,83 +60,387 @@ struct Args {
   const GridCoord* coords;  // placed blocks; null: place here
   const float *uu, *vv, *ww;
   const std::int32_t* support;
-  const std::int64_t* start;  // quarter_start (gather) or rows_start (uvflow)
-  const float2* kernels;      // quarter (gather) or rows (uvflow)
+  const std::int64_t* start;  // quarter_start (gather) or rows_start (the others)
+  const float2* kernels;      // quarter (gather) or rows (the others)
   const float2* grid;
   float2* out;
   double* work;  // [visibilities, updates]
 };
 
-template <bool kRows>
-__global__ void __launch_bounds__(kWarp* kWarpsPerBlock) degrid_kernel(const Args a) {
-  const int lane = threadIdx.x, o = a.g.oversample, half = o / 2;
+__device__ inline bool coord_of(const Args& a, std::int64_t i, GridCoord& c) {
+  if (a.coords) {
+    c = a.coords[i];
+    return c.plane >= 0;
+  }
+  return place(a.g, a.support, a.uu[i], a.vv[i], a.ww[i], c) == Placed::inside;
+}
+
+// The start of the rows-layout runs of a placed visibility: run for footprint row j (0..2s) at
+// + |off_v + (j - s) o| * (2s + 1).
+__device__ inline const float2* rows_of(const Args& a, const GridCoord& c) {
+  const int o = a.g.oversample, s = c.support;
+  return a.kernels + a.start[c.plane] + std::int64_t(c.off_u + o / 2) * kernel_half_size(o, s) * (2 * s + 1);
+}
+
+// G * conj(C) summed, C = (cr, sign * ci) as the gridder adds it, from the four real sums.
+__device__ inline float2 combine(float rr, float ii, float ir, float ri, bool conj) {
+  const float sign = conj ? -1.0f : 1.0f;
+  return make_float2(rr + sign * ii, ir - sign * ri);
+}
+
+__device__ inline void accumulate(float2 gv, float2 kv, float& rr, float& ii, float& ir, float& ri) {
+  rr = fmaf(gv.x, kv.x, rr);
+  ii = fmaf(gv.y, kv.y, ii);
+  ir = fmaf(gv.y, kv.x, ir);
+  ri = fmaf(gv.x, kv.y, ri);
+}
+
+// Each warp's visibility and update counts, summed per thread block into a.work (one atomic pair).
+__device__ void add_work(const Args& a, double predicted, double updates) {
+  for (int d = kWarp / 2; d > 0; d /= 2) {
+    predicted += __shfl_down_sync(kFull, predicted, d);
+    updates += __shfl_down_sync(kFull, updates, d);
+  }
+  if ((threadIdx.x & (kWarp - 1)) == 0 && predicted != 0) {
+    atomicAdd(a.work, predicted);
+    atomicAdd(a.work + 1, updates);
+  }
+}
+
+__global__ void __launch_bounds__(kWarp* kWarpsPerBlock) gather_kernel(const Args a) {
+  const int lane = threadIdx.x & (kWarp - 1), o = a.g.oversample;
   const std::int64_t N = a.g.grid_size, warps = std::int64_t(gridDim.x) * kWarpsPerBlock;
   double predicted = 0, updates = 0;
-  for (std::int64_t i = std::int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.y; i < a.n; i += warps) {
+  for (std::int64_t i = std::int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp; i < a.n; i += warps) {
     GridCoord c;
-    bool inside;
-    if (a.coords) {
-      c = a.coords[i];
-      inside = c.plane >= 0;
-    } else {
-      inside = place(a.g, a.support, a.uu[i], a.vv[i], a.ww[i], c) == Placed::inside;
-    }
-    if (!inside) {
+    if (!coord_of(a, i, c)) {
       if (lane == 0) a.out[i] = make_float2(0, 0);
       continue;
     }
     const int s = c.support, L = 2 * s + 1, S = kernel_half_size(o, s);
-    const float sign = c.conj ? -1.0f : 1.0f;
     const float2* kern = a.kernels + a.start[c.plane];
-    if (kRows) kern += std::int64_t(c.off_u + half) * S * L;
     const float2* g0 = a.grid + (c.v - s) * N + (c.u - s);
     float rr = 0, ii = 0, ir = 0, ri = 0;
     int j = lane / L, k = lane % L;  // this lane's first footprint point, row j, column k
     for (int t = lane; t < L * L; t += kWarp) {
       const int iy = abs(c.off_v + (j - s) * o);
-      const float2 kv = kRows ? kern[std::int64_t(iy) * L + k] : kern[std::int64_t(iy) * S + abs(c.off_u + (k - s) * o)];
-      const float2 gv = g0[j * N + k];
-      rr += gv.x * kv.x;
-      ii += gv.y * kv.y;
-      ir += gv.y * kv.x;
-      ri += gv.x * kv.y;
+      accumulate(g0[j * N + k], kern[std::int64_t(iy) * S + abs(c.off_u + (k - s) * o)], rr, ii, ir, ri);
       k += kWarp;
       while (k >= L) {
         k -= L;
         ++j;
       }
     }
-    // G * conj(C), C = (cr, sign * ci) as the gridder adds it.
-    float re = rr + sign * ii, im = ir - sign * ri;
+    float2 sum = combine(rr, ii, ir, ri, c.conj);
     for (int d = kWarp / 2; d > 0; d /= 2) {
-      re += __shfl_down_sync(0xffffffffu, re, d);
-      im += __shfl_down_sync(0xffffffffu, im, d);
+      sum.x += __shfl_down_sync(kFull, sum.x, d);
+      sum.y += __shfl_down_sync(kFull, sum.y, d);
     }
-    if (lane == 0) a.out[i] = make_float2(re, im);
-    predicted += 1;
-    updates += double(L) * L;
+    if (lane == 0) a.out[i] = sum;
+    predicted += lane == 0;
+    updates += lane == 0 ? double(L) * L : 0.0;
   }
-  __shared__ double part[2][kWarpsPerBlock];
-  if (lane == 0) {
-    part[0][threadIdx.y] = predicted;
-    part[1][threadIdx.y] = updates;
+  add_work(a, predicted, updates);
+}
+
+__device__ inline GridCoord shfl_coord(const GridCoord& c, int src) {
+  static_assert(sizeof(GridCoord) == sizeof(int4));
+  int4 v;
+  memcpy(&v, &c, sizeof v);
+  v.x = __shfl_sync(kFull, v.x, src);
+  v.y = __shfl_sync(kFull, v.y, src);
+  v.z = __shfl_sync(kFull, v.z, src);
+  v.w = __shfl_sync(kFull, v.w, src);
+  GridCoord out;
+  memcpy(&out, &v, sizeof out);
+  return out;
+}
+
+// kernel_lookup linear: the runs of the two rows-layout offsets around the exact sub-sample
+// offset fu, and the weight of the upper one (stages/shared/kernel_lookup.hpp's bilinear, by runs).
+struct LinearRuns {
+  const float2* lo;
+  std::int64_t hi;  // offset of the upper offset's runs from lo
+  float tu;
+};
+__device__ inline LinearRuns linear_runs(const Args& a, const GridCoord& c, float fu) {
+  const int o = a.g.oversample, half = o / 2, s = c.support, S = kernel_half_size(o, s);
+  const int off_lo = min(int(floorf(fu)), half - 1);
+  return {a.kernels + a.start[c.plane] + std::int64_t(off_lo + half) * S * (2 * s + 1), std::int64_t(S) * (2 * s + 1),
+          fu - float(off_lo)};
+}
+// C at footprint row j (0..2s), column k, bilinear between quarter rows and the two offsets' runs.
+__device__ inline float2 linear_value(const LinearRuns& r, int S, int L, float fv, int j, int s, int o, int k) {
+  const float y = fabsf(fv + float((j - s) * o));
+  const int y0 = min(int(y), S - 1), y1 = min(y0 + 1, S - 1);
+  const float ty = y - float(y0), tu = r.tu;
+  const float2 a = __ldg(r.lo + std::int64_t(y0) * L + k), b = __ldg(r.lo + r.hi + std::int64_t(y0) * L + k);
+  const float2 c = __ldg(r.lo + std::int64_t(y1) * L + k), d = __ldg(r.lo + r.hi + std::int64_t(y1) * L + k);
+  const float w00 = (1 - ty) * (1 - tu), w01 = (1 - ty) * tu, w10 = ty * (1 - tu), w11 = ty * tu;
+  return make_float2(w00 * a.x + w01 * b.x + w10 * c.x + w11 * d.x, w00 * a.y + w01 * b.y + w10 * c.y + w11 * d.y);
+}
+
+// uvflow: a warp takes 32 consecutive visibilities, each lane loading (or placing) one; then
+// passes of 32/G visibilities, G lanes each, G from the support of the pass's first one.
+template <bool kLinear>
+__global__ void __launch_bounds__(kWarp* kWarpsPerBlock) uvflow_kernel(const Args a) {
+  const int lane = threadIdx.x & (kWarp - 1), o = a.g.oversample;
+  const std::int64_t N = a.g.grid_size;
+  const std::int64_t warp = std::int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
+  const std::int64_t step = std::int64_t(gridDim.x) * kWarpsPerBlock * kWarp;
+  double predicted = 0, updates = 0;
+  for (std::int64_t c0 = warp * kWarp; c0 < a.n; c0 += step) {
+    const int count = int(min(std::int64_t(kWarp), a.n - c0));
+    GridCoord mine{};
+    mine.support = -1;  // no visibility, or one off the grid: predicts 0
+    if (lane < count && !coord_of(a, c0 + lane, mine)) mine.support = -1;
+    float fu_mine = 0, fv_mine = 0;  // exact sub-sample offsets (kernel_lookup linear)
+    if (kLinear && mine.support >= 0) {
+      const double pos_u = -double(a.uu[c0 + lane]) * a.g.scale, pos_v = double(a.vv[c0 + lane]) * a.g.scale;
+      fu_mine = float((round(pos_u) - pos_u) * o);
+      fv_mine = float((round(pos_v) - pos_v) * o);
+    }
+    if (mine.support >= 0) {
+      predicted += 1;
+      updates += double(2 * mine.support + 1) * (2 * mine.support + 1);
+    }
+    for (int p = 0; p < count;) {
+      const int L0 = 2 * __shfl_sync(kFull, int(mine.support), p) + 1;
+      const int G = L0 <= 8 ? 8 : (L0 <= 16 ? 16 : 32);  // warp-uniform
+      const int src = p + lane / G, col = lane & (G - 1);
+      const GridCoord c = shfl_coord(mine, src & (kWarp - 1));
+      float rr0 = 0, ii0 = 0, ir0 = 0, ri0 = 0, rr1 = 0, ii1 = 0, ir1 = 0, ri1 = 0;
+      const float fu = kLinear ? __shfl_sync(kFull, fu_mine, src & (kWarp - 1)) : 0.0f;
+      const float fv = kLinear ? __shfl_sync(kFull, fv_mine, src & (kWarp - 1)) : 0.0f;
+      if (kLinear && src < count && c.support >= 0) {
+        const int s = c.support, L = 2 * s + 1, S = kernel_half_size(o, s);
+        const LinearRuns r = linear_runs(a, c, fu);
+        const float2* g0 = a.grid + (c.v - s) * N + (c.u - s);
+        for (int k = col; k < L; k += G)
+          for (int j = 0; j < L; ++j) accumulate(__ldg(g0 + j * N + k), linear_value(r, S, L, fv, j, s, o, k), rr0, ii0, ir0, ri0);
+      } else if (src < count && c.support >= 0) {
+        const int s = c.support, L = 2 * s + 1, base = c.off_v - s * o;
+        const float2* kern = rows_of(a, c);
+        const float2* g0 = a.grid + (c.v - s) * N + (c.u - s);
+        for (int k = col; k < L; k += G) {
+          int j = 0;
+          for (; j + 4 <= L; j += 4) {
+            float2 kv[4], gv[4];
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+              kv[q] = __ldg(kern + abs(base + (j + q) * o) * L + k);
+              gv[q] = __ldg(g0 + (j + q) * N + k);
+            }
+            accumulate(gv[0], kv[0], rr0, ii0, ir0, ri0);
+            accumulate(gv[1], kv[1], rr1, ii1, ir1, ri1);
+            accumulate(gv[2], kv[2], rr0, ii0, ir0, ri0);
+            accumulate(gv[3], kv[3], rr1, ii1, ir1, ri1);
+          }
+          for (; j < L; ++j)
+            accumulate(__ldg(g0 + j * N + k), __ldg(kern + abs(base + j * o) * L + k), rr0, ii0, ir0, ri0);
+        }
+      }
+      float2 sum = combine(rr0 + rr1, ii0 + ii1, ir0 + ir1, ri0 + ri1, c.conj);
+      for (int d = G / 2; d > 0; d /= 2) {
+        sum.x += __shfl_xor_sync(kFull, sum.x, d);
+        sum.y += __shfl_xor_sync(kFull, sum.y, d);
+      }
+      if (col == 0 && src < count) a.out[c0 + src] = c.support >= 0 ? sum : make_float2(0, 0);
+      p += kWarp / G;
+    }
   }
-  __syncthreads();
-  if (threadIdx.y == 0 && lane < 2) {
-    double sum = 0;
-    for (int q = 0; q < kWarpsPerBlock; ++q) sum += part[lane][q];
-    if (sum != 0) atomicAdd(a.work + lane, sum);
+  add_work(a, predicted, updates);
+}
+
+// ---- scatter ----
+
+struct Tiles {
+  int ntu, ntv;  // tiles along u and v
+};
+
+__device__ inline void tile_span(const GridCoord& c, int& tu0, int& tu1, int& tv0, int& tv1) {
+  tu0 = (c.u - c.support) / kTileU;
+  tu1 = (c.u + c.support) / kTileU;
+  tv0 = (c.v - c.support) / kTileV;
+  tv1 = (c.v + c.support) / kTileV;
+}
+
+// Places every visibility once (or copies the coords of a placed block) and counts the
+// (visibility, tile) pairs per tile; visibilities off the grid predict 0.
+__global__ void scatter_count(const Args a, Tiles t, GridCoord* coords, std::uint32_t* counts) {
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < a.n;
+       i += std::int64_t(gridDim.x) * blockDim.x) {
+    GridCoord c;
+    if (!coord_of(a, i, c)) c.plane = -1;
+    coords[i] = c;
+    if (c.plane < 0) continue;
+    int tu0, tu1, tv0, tv1;
+    tile_span(c, tu0, tu1, tv0, tv1);
+    for (int tv = tv0; tv <= tv1; ++tv)
+      for (int tu = tu0; tu <= tu1; ++tu) atomicAdd(counts + std::int64_t(tv) * t.ntu + tu, 1u);
   }
 }
 
+__global__ void scatter_fill(std::int64_t n, Tiles t, const GridCoord* coords, std::uint32_t* cursor,
+                             std::int32_t* entries) {
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::int64_t(gridDim.x) * blockDim.x) {
+    const GridCoord c = coords[i];
+    if (c.plane < 0) continue;
+    int tu0, tu1, tv0, tv1;
+    tile_span(c, tu0, tu1, tv0, tv1);
+    for (int tv = tv0; tv <= tv1; ++tv)
+      for (int tu = tu0; tu <= tu1; ++tu)
+        entries[atomicAdd(cursor + std::int64_t(tv) * t.ntu + tu, 1u)] = std::int32_t(i);
+  }
+}
+
+// One thread block per tile, a warp per tile row, a lane per cell (held in registers).
+__global__ void __launch_bounds__(kTileU* kTileV) scatter_kernel(const Args a, Tiles t, const GridCoord* coords,
+                                                                 const std::uint32_t* offsets,
+                                                                 const std::int32_t* entries) {
+  const std::int64_t tile = blockIdx.x;
+  const int lane = threadIdx.x & (kWarp - 1), row = threadIdx.x / kWarp, o = a.g.oversample;
+  const std::uint32_t first = offsets[tile], last = offsets[tile + 1];
+  if (first == last) return;
+  const int N = a.g.grid_size;
+  const int u = int(tile % t.ntu) * kTileU + lane, v = int(tile / t.ntu) * kTileV + row;
+  const float2 cell = u < N && v < N ? a.grid[std::int64_t(v) * N + u] : make_float2(0, 0);
+  for (std::uint32_t e = first; e < last; ++e) {
+    const std::int32_t i = entries[e];
+    const GridCoord c = coords[i];
+    const int s = c.support, L = 2 * s + 1, j = v - (c.v - s), k = u - (c.u - s);
+    if (j < 0 || j >= L) continue;  // warp-uniform: the row is outside this footprint
+    float rr = 0, ii = 0, ir = 0, ri = 0;
+    if (k >= 0 && k < L) accumulate(cell, rows_of(a, c)[abs(c.off_v + (j - s) * o) * L + k], rr, ii, ir, ri);
+    float2 sum = combine(rr, ii, ir, ri, c.conj);
+    for (int d = kWarp / 2; d > 0; d /= 2) {
+      sum.x += __shfl_down_sync(kFull, sum.x, d);
+      sum.y += __shfl_down_sync(kFull, sum.y, d);
+    }
+    if (lane == 0) {
+      atomicAdd(&a.out[i].x, sum.x);
+      atomicAdd(&a.out[i].y, sum.y);
+    }
+  }
+}
+
+// Visibility and update counts of the block from the coordinates scatter placed.
+__global__ void count_work(const Args a, const GridCoord* coords) {
+  double predicted = 0, updates = 0;
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < a.n;
+       i += std::int64_t(gridDim.x) * blockDim.x) {
+    const GridCoord c = coords[i];
+    if (c.plane < 0) continue;
+    predicted += 1;
+    updates += double(2 * c.support + 1) * (2 * c.support + 1);
+  }
+  add_work(a, predicted, updates);
+}
+
+// ---- moving_window ----
+
+__global__ void identity_order(std::int32_t* p, std::int64_t n) {
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::int64_t(gridDim.x) * blockDim.x)
+    p[i] = std::int32_t(i);
+}
+
+// A warp per baseline run (its visibilities in time order: order[run_start[r] ...]). The window
+// persists across runs: a tag is the cell's index in the read-only grid, so it stays valid.
+__global__ void __launch_bounds__(kWarp* kWindowWarps) window_kernel(const Args a, const std::int32_t* order,
+                                                                     const std::uint32_t* run_start,
+                                                                     const std::uint32_t* run_length,
+                                                                     const std::int32_t* num_runs) {
+  __shared__ float2 cached[kWindowWarps][kWindow * kWindow];
+  __shared__ std::uint32_t tag[kWindowWarps][kWindow * kWindow];
+  const int lane = threadIdx.x & (kWarp - 1), w = threadIdx.x / kWarp, o = a.g.oversample;
+  const int N = a.g.grid_size;
+  for (int q = lane; q < kWindow * kWindow; q += kWarp) tag[w][q] = UINT_MAX;  // no cell has this index
+  __syncwarp();
+  const std::int64_t warps = std::int64_t(gridDim.x) * kWindowWarps, runs = *num_runs;
+  double predicted = 0, updates = 0;
+  for (std::int64_t r = std::int64_t(blockIdx.x) * kWindowWarps + w; r < runs; r += warps) {
+    const std::uint32_t begin = run_start[r], end = begin + run_length[r];
+    for (std::uint32_t e = begin; e < end; ++e) {
+      const std::int32_t i = order[e];
+      GridCoord c;
+      if (!coord_of(a, i, c)) {
+        if (lane == 0) a.out[i] = make_float2(0, 0);
+        continue;
+      }
+      const int s = c.support, L = 2 * s + 1, u0 = c.u - s, v0 = c.v - s;
+      const float2* kern = rows_of(a, c);
+      const bool windowed = L <= kWindow;
+      float rr = 0, ii = 0, ir = 0, ri = 0;
+      int j = lane / L, k = lane % L;
+      for (int t = lane; t < L * L; t += kWarp) {
+        const int gu = u0 + k, gv = v0 + j;
+        const std::uint32_t cell_index = std::uint32_t(gv) * std::uint32_t(N) + std::uint32_t(gu);
+        float2 g;
+        if (windowed) {
+          const int slot = (gv & (kWindow - 1)) * kWindow + (gu & (kWindow - 1));
+          if (tag[w][slot] == cell_index) {
+            g = cached[w][slot];
+          } else {
+            g = a.grid[cell_index];
+            cached[w][slot] = g;
+            tag[w][slot] = cell_index;
+          }
+        } else {
+          g = a.grid[cell_index];
+        }
+        accumulate(g, kern[abs(c.off_v + (j - s) * o) * L + k], rr, ii, ir, ri);
+        k += kWarp;
+        while (k >= L) {
+          k -= L;
+          ++j;
+        }
+      }
+      float2 sum = combine(rr, ii, ir, ri, c.conj);
+      for (int d = kWarp / 2; d > 0; d /= 2) {
+        sum.x += __shfl_down_sync(kFull, sum.x, d);
+        sum.y += __shfl_down_sync(kFull, sum.y, d);
+      }
+      if (lane == 0) {
+        a.out[i] = sum;
+        predicted += 1;
+        updates += double(L) * L;
+      }
+      __syncwarp();  // the next visibility's lanes read slots this one's lanes wrote
+    }
+  }
+  add_work(a, predicted, updates);
+}
+
+void cuda_check(cudaError_t e, const char* what) { device::check(e, "degrid.wproj (cuda)", what); }
+
 class WprojDegridderCuda final : public DeclaredStage<decl> {
  public:
+  void check(const Params& p) override {
+    linear_ = p.kernel_lookup == "linear";
+    if (linear_ && p.variant != "uvflow")
+      throw ParamError("kernel_lookup", "linear is implemented by the cuda variant uvflow (and the cpu backend), not " +
+                                            p.variant);
+  }
+
   void prepare(PrepareContext& pc) override {
     if (pc.dry_run) return;
-    rows_ = params().variant == "uvflow";
-    const void* k = rows_ ? reinterpret_cast<const void*>(degrid_kernel<true>)
-                          : reinterpret_cast<const void*>(degrid_kernel<false>);
-    max_blocks_ = device::resident_blocks(k, kWarp * kWarpsPerBlock);
+    design_ = design_of(params().variant);
+    switch (design_) {
+      case Design::gather:
+        max_blocks_ = device::resident_blocks(reinterpret_cast<const void*>(gather_kernel), kWarp * kWarpsPerBlock);
+        break;
+      case Design::uvflow:
+        max_blocks_ = device::resident_blocks(reinterpret_cast<const void*>(uvflow_kernel<false>), kWarp * kWarpsPerBlock);
+        break;
+      case Design::scatter:
+        max_blocks_ = device::resident_blocks(reinterpret_cast<const void*>(scatter_fill), 256);
+        break;
+      case Design::moving_window:
+        max_blocks_ = device::resident_blocks(reinterpret_cast<const void*>(window_kernel), kWarp * kWindowWarps);
+        break;
+    }
   }
 
   void process(Context& ctx) override {
@@ -111,11 +450,14 @@ class WprojDegridderCuda final : public DeclaredStage<decl> {
     degrid_inputs::check(*block, *g, *ks, "degrid.wproj (cuda)");
     check_on_device(g->cells, "the model grid");
     check_on_device(block->uu, "the visibilities");
-    const Array<std::int64_t>& start = rows_ ? ks->rows_start : ks->quarter_start;
-    const Array<cfloat>& table = rows_ ? ks->rows : ks->quarter;
+    const bool quarter = design_ == Design::gather;
+    const Array<std::int64_t>& start = quarter ? ks->quarter_start : ks->rows_start;
+    const Array<cfloat>& table = quarter ? ks->quarter : ks->rows;
     if (start.size() != std::size_t(ks->planes) || table.empty())
-      throw InputError(std::string("degrid.wproj (cuda): the kernel stack has no ") + (rows_ ? "rows" : "quarter") +
-                       " layout: set kernels.wproj's layouts to " + (rows_ ? "rows or all" : "any"));
+      throw InputError(std::string("degrid.wproj (cuda): the kernel stack has no ") + (quarter ? "quarter" : "rows") +
+                       " layout: set kernels.wproj's layouts to " + (quarter ? "any" : "rows or all"));
+    const bool placed = block->placed() && block->grid_size == ks->geom.grid_size;
+    if (design_ == Design::moving_window) check_time_blocks(*block);
     const device::Stream& stream = ctx.stream();
     if (work_.empty()) {
       work_ = Array<double>::device(2, stream);
@@ -126,7 +468,6 @@ class WprojDegridderCuda final : public DeclaredStage<decl> {
     auto out = std::make_shared<VisBlock>(*block);
     out->vis = Array<cfloat>::device(block->size(), stream);
     if (n > 0) {
-      const bool placed = block->placed() && block->grid_size == ks->geom.grid_size;
       const Args a{Placement::of(*ks),
                    n,
                    placed ? block->coords.data() : nullptr,
@@ -139,19 +480,134 @@ class WprojDegridderCuda final : public DeclaredStage<decl> {
                    reinterpret_cast<const float2*>(g->cells.data()),
                    reinterpret_cast<float2*>(out->vis.data()),
                    work_.data()};
-      const auto blocks = unsigned(std::min<std::int64_t>((n + kWarpsPerBlock - 1) / kWarpsPerBlock, max_blocks_));
       auto s = static_cast<cudaStream_t>(stream.native());
-      if (rows_)
-        degrid_kernel<true><<<blocks, dim3(kWarp, kWarpsPerBlock), 0, s>>>(a);
-      else
-        degrid_kernel<false><<<blocks, dim3(kWarp, kWarpsPerBlock), 0, s>>>(a);
-      device::check_launch("degrid.wproj: degrid_kernel");
+      switch (design_) {
+        case Design::gather:
+        case Design::uvflow: {
+          const auto per_block = design_ == Design::uvflow ? kWarpsPerBlock * kWarp : kWarpsPerBlock;
+          const auto blocks = unsigned(std::min<std::int64_t>((n + per_block - 1) / per_block, max_blocks_));
+          if (design_ == Design::uvflow && linear_)
+            uvflow_kernel<true><<<blocks, kWarp * kWarpsPerBlock, 0, s>>>(a);
+          else if (design_ == Design::uvflow)
+            uvflow_kernel<false><<<blocks, kWarp * kWarpsPerBlock, 0, s>>>(a);
+          else
+            gather_kernel<<<blocks, kWarp * kWarpsPerBlock, 0, s>>>(a);
+          device::check_launch("degrid.wproj: degrid kernel");
+          break;
+        }
+        case Design::scatter:
+          scatter(a, *ks, stream);
+          break;
+        case Design::moving_window:
+          moving_window(a, *block, stream);
+          break;
+      }
     }
     ctx.emit(model, out);
   }
 
  private:
-  bool rows_ = true;
+  bool linear_ = false;
+  // Runs of one baseline must be in time order after a stable sort by baseline: the block's
+  // times must not decrease (io.simulate's and a time-ordered Measurement Set's order).
+  static void check_time_blocks(const VisBlock& b) {
+    const std::size_t n = b.size();
+    if (b.antenna1.size() != n || b.antenna2.size() != n || b.time.size() != n)
+      throw InputError("degrid.wproj (cuda): variant moving_window needs each visibility's antenna1, antenna2 and "
+                       "time (block " + std::to_string(b.index) +
+                       " has none: feed it blocks from io.simulate or io.read_ms, not from uvw.w_sort)");
+    for (std::size_t i = 1; i < n; ++i)
+      if (b.time[i] < b.time[i - 1])
+        throw InputError("degrid.wproj (cuda): variant moving_window needs blocks in time order; block " +
+                         std::to_string(b.index) + ", visibility " + std::to_string(i) + " is earlier than the one "
+                         "before it");
+  }
+
+  unsigned grid_blocks(std::int64_t n, int threads) const {
+    return unsigned(std::max<std::int64_t>(1, std::min<std::int64_t>((n + threads - 1) / threads, max_blocks_)));
+  }
+
+  // Bucket the (visibility, tile) pairs by tile, then a thread block per tile. The pair count is
+  // read back to size the bucket array (one wait for the device per block).
+  void scatter(const Args& a, const KernelStack& ks, const device::Stream& stream) {
+    auto s = static_cast<cudaStream_t>(stream.native());
+    const int N = ks.geom.grid_size;
+    const Tiles t{(N + kTileU - 1) / kTileU, (N + kTileV - 1) / kTileV};
+    const std::int64_t ntiles = std::int64_t(t.ntu) * t.ntv;
+    auto coords = Array<GridCoord>::device(a.n, stream);
+    auto counts = Array<std::uint32_t>::device(ntiles + 1, stream);
+    auto offsets = Array<std::uint32_t>::device(ntiles + 1, stream);
+    device::memset_zero(counts.data(), counts.bytes(), stream);
+    device::memset_zero(a.out, a.n * sizeof(float2), stream);
+    scatter_count<<<grid_blocks(a.n, 256), 256, 0, s>>>(a, t, coords.data(), counts.data());
+    device::check_launch("degrid.wproj: scatter_count");
+    std::size_t bytes = 0;
+    cuda_check(cub::DeviceScan::ExclusiveSum(nullptr, bytes, counts.data(), offsets.data(), ntiles + 1, s), "scan size");
+    auto temp = Array<std::uint8_t>::device(std::max<std::size_t>(bytes, 1), stream);
+    cuda_check(cub::DeviceScan::ExclusiveSum(temp.data(), bytes, counts.data(), offsets.data(), ntiles + 1, s), "scan");
+    std::uint32_t pairs = 0;
+    device::copy(&pairs, offsets.data() + ntiles, sizeof pairs, device::Copy::device_to_host, stream);
+    stream.synchronize();
+    auto entries = Array<std::int32_t>::device(std::max<std::uint32_t>(pairs, 1), stream);
+    device::copy(counts.data(), offsets.data(), counts.bytes(), device::Copy::device_to_device, stream);  // cursors
+    scatter_fill<<<grid_blocks(a.n, 256), 256, 0, s>>>(a.n, t, coords.data(), counts.data(), entries.data());
+    device::check_launch("degrid.wproj: scatter_fill");
+    scatter_kernel<<<unsigned(ntiles), kTileU * kTileV, 0, s>>>(a, t, coords.data(), offsets.data(), entries.data());
+    device::check_launch("degrid.wproj: scatter_kernel");
+    count_work<<<grid_blocks(a.n, 256), 256, 0, s>>>(a, coords.data());
+    device::check_launch("degrid.wproj: count_work");
+    keep_until(stream.record(), {&coords, &counts, &offsets, &temp, &entries});
+  }
+
+  // Group by baseline on the device (a stable radix sort of baseline keys made on the host keeps
+  // each baseline's visibilities in time order), run boundaries by run-length encoding, then a
+  // warp per run.
+  void moving_window(const Args& a, const VisBlock& block, const device::Stream& stream) {
+    auto s = static_cast<cudaStream_t>(stream.native());
+    const std::size_t n = std::size_t(a.n);
+    if (a.g.grid_size > 65535)  // window tags are cell indices in 32 bits
+      throw InputError("degrid.wproj (cuda): variant moving_window takes grids of up to 65535 cells a side, not " +
+                       std::to_string(a.g.grid_size));
+    std::int32_t antennas = 0;
+    for (std::size_t i = 0; i < n; ++i) antennas = std::max({antennas, block.antenna1[i], block.antenna2[i]});
+    ++antennas;
+    if (std::int64_t(antennas) * antennas > std::int64_t(UINT32_MAX))
+      throw InputError("degrid.wproj (cuda): moving_window: " + std::to_string(antennas) + " antennas");
+    std::vector<std::uint32_t> host_keys(n);
+    for (std::size_t i = 0; i < n; ++i)
+      host_keys[i] = std::uint32_t(block.antenna1[i]) * std::uint32_t(antennas) + std::uint32_t(block.antenna2[i]);
+    // Pageable source: the copy has read it when copy() returns.
+    auto keys_a = Array<std::uint32_t>::device(n, stream), keys_b = Array<std::uint32_t>::device(n, stream);
+    device::copy(keys_a.data(), host_keys.data(), n * sizeof(std::uint32_t), device::Copy::host_to_device, stream);
+    auto order_a = Array<std::int32_t>::device(n, stream), order_b = Array<std::int32_t>::device(n, stream);
+    identity_order<<<grid_blocks(a.n, 256), 256, 0, s>>>(order_a.data(), a.n);
+    device::check_launch("degrid.wproj: identity_order");
+    const int end_bit = std::max(1, int(std::bit_width(std::uint64_t(antennas) * antennas)));
+    cub::DoubleBuffer<std::uint32_t> keys(keys_a.data(), keys_b.data());
+    cub::DoubleBuffer<std::int32_t> order(order_a.data(), order_b.data());
+    auto unique = Array<std::uint32_t>::device(n, stream), lengths = Array<std::uint32_t>::device(n, stream);
+    auto starts = Array<std::uint32_t>::device(n, stream);
+    auto runs = Array<std::int32_t>::device(1, stream);
+    device::memset_zero(lengths.data(), lengths.bytes(), stream);  // the scan reads past the runs
+    std::size_t sort_bytes = 0, rle_bytes = 0, scan_bytes = 0;
+    cuda_check(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, keys, order, a.n, 0, end_bit, s), "sort size");
+    cuda_check(cub::DeviceRunLengthEncode::Encode(nullptr, rle_bytes, keys_a.data(), unique.data(), lengths.data(),
+                                                  runs.data(), a.n, s),
+               "run-length size");
+    cuda_check(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, lengths.data(), starts.data(), a.n, s), "scan size");
+    auto temp = Array<std::uint8_t>::device(std::max({sort_bytes, rle_bytes, scan_bytes, std::size_t(1)}), stream);
+    cuda_check(cub::DeviceRadixSort::SortPairs(temp.data(), sort_bytes, keys, order, a.n, 0, end_bit, s), "sort");
+    cuda_check(cub::DeviceRunLengthEncode::Encode(temp.data(), rle_bytes, keys.Current(), unique.data(),
+                                                  lengths.data(), runs.data(), a.n, s),
+               "run-length encode");
+    cuda_check(cub::DeviceScan::ExclusiveSum(temp.data(), scan_bytes, lengths.data(), starts.data(), a.n, s), "scan");
+    window_kernel<<<unsigned(max_blocks_), kWarp * kWindowWarps, 0, s>>>(a, order.Current(), starts.data(),
+                                                                        lengths.data(), runs.data());
+    device::check_launch("degrid.wproj: window_kernel");
+    keep_until(stream.record(), {&keys_a, &keys_b, &order_a, &order_b, &unique, &lengths, &starts, &runs, &temp});
+  }
+
+  Design design_ = Design::uvflow;
   int max_blocks_ = 1;
   Array<double> work_;
 };

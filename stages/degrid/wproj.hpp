@@ -17,6 +17,7 @@ inline constexpr Out<VisBlock> model{
 
 struct Params {
   std::string variant = "uvflow";
+  std::string kernel_lookup = "nearest";
 };
 
 inline const StageDecl<Params> decl{
@@ -35,10 +36,27 @@ inline const StageDecl<Params> decl{
     .outputs = {model},
     .params = {{&Params::variant,
                 {.name = "variant",
-                 .choices = {"uvflow", "gather"},
-                 .doc = "cuda: gather reads the quarter kernels as the degridding report does; uvflow reads the rows "
-                        "layout with unit stride. The cpu backend has one design (rows layout)"}}},
-    .concurrency = Concurrency::parallel,
+                 .choices = {"uvflow", "gather", "scatter", "moving_window"},
+                 .doc = "cuda designs (stages/degrid/wproj.cu): gather, the degridding report's warp per visibility "
+                        "over the quarter kernels; scatter, the report's alternative (thread blocks own 32 x 16 grid "
+                        "tiles, visibilities bucketed by tile, atomic adds per tile row); moving_window, Romein's "
+                        "per-baseline window (a warp follows one baseline through the block's time block in time "
+                        "order, reading a grid cell only when the track moves onto it; needs raw blocks with "
+                        "antenna1, antenna2 and non-decreasing time, so not uvw.w_sort's output, and assumes a "
+                        "baseline moves little between dumps: it is correct in any case, only slower); uvflow, ours "
+                        "(rows layout, 8 to 32 lanes per visibility by support; fastest on w-sorted blocks). The "
+                        "cpu backend has one design (uvflow)"}},
+               {&Params::kernel_lookup,
+                {.name = "kernel_lookup",
+                 .choices = {"nearest", "linear"},
+                 .doc = "nearest: the table sample at the rounded sub-cell offset, as the gridders read it (the "
+                        "transpose of grid.tiled); linear: the table interpolated bilinearly at the visibility's exact "
+                        "offset, which removes the nearest sample's position error of up to 1/(2 oversample) cell "
+                        "(bench/results/degrid_accuracy.md); placed blocks are read from uu, vv for it"}}},
+    // Serial: the cuda backend's blocks run on one stream anyway, and blocks enqueued from concurrent
+    // invocations make the report's per-block device intervals overlap (sums up to 4x too long);
+    // the cpu backend already spreads each block over every thread.
+    .concurrency = Concurrency::serial,
 };
 
 StageSpec spec();

@@ -9,7 +9,6 @@
 #include "stages/shared/fftw.hpp"
 
 namespace uvflow::fft_image_to_grid {
-namespace {
 
 void check_model(const Image& img, const KernelStack& ks) {
   const GridGeometry& g = ks.geom;
@@ -25,6 +24,8 @@ void check_model(const Image& img, const KernelStack& ks) {
                      std::to_string(img.wcs->cell_rad * kRadToDeg * 3600) + " arcsec, the kernels' " +
                      std::to_string(g.cell_rad * kRadToDeg * 3600) + " arcsec");
 }
+
+namespace {
 
 class ImageToGrid : public DeclaredStage<decl> {
  public:
@@ -64,6 +65,6 @@ class ImageToGrid : public DeclaredStage<decl> {
 
 }  // namespace
 
-StageSpec spec() { return decl.spec({cpu_backend<ImageToGrid>()}); }
+StageSpec spec() { return decl.spec({cpu_backend<ImageToGrid>(), UVFLOW_CUDA_BACKEND(make_cuda)}); }
 
 }  // namespace uvflow::fft_image_to_grid

@@ -34,5 +34,10 @@ inline const StageDecl<Params> decl{
 };
 
 StageSpec spec();
+// Throws InputError unless the model image fits the kernels (size, and cell where it has a WCS).
+void check_model(const Image& img, const KernelStack& ks);
+#ifdef UVFLOW_WITH_CUDA
+std::unique_ptr<Stage> make_cuda();  // stages/fft/image_to_grid.cu
+#endif
 
 }  // namespace uvflow::fft_image_to_grid

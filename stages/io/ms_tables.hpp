@@ -127,4 +127,33 @@ void append_rows(const std::string& path, const Rows& rows);
 // ANTENNA and FEED rows, and the observed time range in OBSERVATION and FIELD.
 void finish_ms(const std::string& path, const std::vector<Antenna>& antennas, double first_time, double last_time);
 
+// ---------------------------------------------------------------- a column of an existing set
+
+// What io.write_ms needs to write one complex column of an existing Measurement Set's main table
+// (MODEL_DATA, CORRECTED_DATA, ...): the rows' keys, the correlations and channels, and the files
+// of the column's storage manager (the only ones, with table.dat and table.lock, that writing it
+// changes).
+struct ColumnTarget {
+  std::int64_t rows = 0;
+  std::vector<double> time;                     // per row, MJD seconds
+  std::vector<std::int32_t> antenna1, antenna2;  // per row
+  std::vector<std::string> correlations;
+  std::vector<double> chan_freq_hz;
+  bool exists = false;                          // the column is there (else it is to be added)
+  std::string manager_file;                     // "table.f<n>": its storage manager's files start so
+};
+
+// Reads `path` (not changing it), the rows' keys only if `keys`. InputError naming the path and
+// column when it is not a Measurement Set with one data description, the column is missing (and
+// not `add`), is not a complex array column, or its cells are not [correlations, channels].
+ColumnTarget inspect_column(const std::string& path, const std::string& column, bool add, bool keys);
+// On a copy of the Measurement Set: adds the column (tiled, zeros) when it is missing, and gives
+// cells that hold no array zeros of the right shape.
+void prepare_column(const std::string& path, const std::string& column, int ncorr, int nchan);
+// Rows [first, first + n) of the column, [row][channel][corr]: read, and written back.
+void get_cells(const std::string& path, const std::string& column, std::int64_t first, std::int64_t n,
+               std::vector<std::complex<float>>& out);
+void put_cells(const std::string& path, const std::string& column, std::int64_t first, std::int64_t n,
+               const std::vector<std::complex<float>>& cells);
+
 }  // namespace uvflow::ms

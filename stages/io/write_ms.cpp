@@ -3,10 +3,17 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <bit>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <optional>
+#include <unordered_map>
 
 #include "runtime/error.hpp"
 #include "runtime/units.hpp"
@@ -34,6 +41,168 @@ double uniform(std::uint64_t seed, std::uint64_t key) {
   return double(z >> 11) * 0x1.0p-53;
 }
 
+// Writes blocks into one column of an existing Measurement Set. The set is never changed while
+// the run goes on: its copy at the run's temporary path (hard links to the files that writing the
+// column leaves alone, copies of the others) is written, and replaces it when the run succeeds.
+class ColumnUpdate {
+ public:
+  ColumnUpdate(std::string path, std::string column, bool add)
+      : path_(std::move(path)), column_(std::move(column)), add_(add) {}
+
+  // Everything that can be known up front; the rows' keys too unless `dry_run`.
+  void check(bool dry_run) {
+    namespace fs = std::filesystem;
+    if (!fs::exists(path_))
+      throw InputError(path_ + " does not exist: io.write_ms with column " + column_ +
+                       " writes into an existing Measurement Set");
+    for (const fs::path& p : {fs::path(path_), fs::path(path_) / "table.dat"})
+      if (fs::exists(p) && !writable(p))
+        throw InputError(path_ + " is read-only (no write permission on " + p.string() + "): cannot write column " +
+                         column_);
+    target_ = ms::inspect_column(path_, column_, add_, !dry_run);
+    index_rows();
+  }
+
+  // The copy, with the column ready (added if it was missing).
+  void open(Context& ctx) {
+    tmp_ = ctx.output_file(path_).string();
+    link_copy(path_, tmp_, true);
+    ms::prepare_column(tmp_, column_, int(target_.correlations.size()), int(target_.chan_freq_hz.size()));
+    opened_ = true;
+  }
+  bool opened() const { return opened_; }
+
+  void write(const VisBlock& b, const Observation& obs) {
+    const std::size_t n = b.size();
+    if (n == 0) return;
+    map_channels(obs);
+    const std::string where = "io.write_ms: block " + std::to_string(b.index) + ": ";
+    std::vector<std::int64_t> row(n);
+    for (std::size_t k = 0; k < n; ++k) {
+      auto it = rows_.find(Key{b.time[k], b.antenna1[k], b.antenna2[k]});
+      const std::string what = "visibility " + std::to_string(k) + " (antennas " + std::to_string(b.antenna1[k]) + ", " +
+                               std::to_string(b.antenna2[k]) + ", TIME " + std::to_string(b.time[k]) + ")";
+      if (it == rows_.end())
+        throw InputError(where + what + " has no row of that time and antenna pair in " + path_ +
+                         ": the visibilities must come from this Measurement Set (io.read_ms)");
+      if (it->second < 0)
+        throw InputError(where + what + " matches several rows of " + path_ +
+                         " (the same time and antenna pair): cannot tell which to write");
+      row[k] = it->second;
+    }
+    // The rows in runs (gaps of a few rows are read and written back unchanged), each read,
+    // filled and written in one go.
+    std::vector<std::size_t> order(n);
+    for (std::size_t k = 0; k < n; ++k) order[k] = k;
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t c) { return row[a] < row[c]; });
+    const std::size_t nchan = target_.chan_freq_hz.size(), ncorr = target_.correlations.size();
+    std::vector<cfloat> cells;
+    for (std::size_t i = 0; i < n;) {
+      std::size_t j = i + 1;
+      while (j < n && row[order[j]] - row[order[j - 1]] <= kRowGap) ++j;
+      const std::int64_t first = row[order[i]], count = row[order[j - 1]] - first + 1;
+      ms::get_cells(tmp_, column_, first, count, cells);
+      for (std::size_t q = i; q < j; ++q) {
+        const std::size_t k = order[q];
+        cfloat* cell = &cells[(std::size_t(row[k] - first) * nchan + std::size_t(channel_[std::size_t(b.channel[k])])) * ncorr];
+        for (std::size_t p = 0; p < ncorr; ++p) cell[p] = parallel_[p] ? b.vis[k] : cfloat(0);
+      }
+      ms::put_cells(tmp_, column_, first, count, cells);
+      i = j;
+    }
+  }
+
+ private:
+  static constexpr std::int64_t kRowGap = 64;
+
+  struct Key {
+    double time;
+    std::int32_t a1, a2;
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    std::size_t operator()(const Key& k) const {
+      std::uint64_t h = std::bit_cast<std::uint64_t>(k.time);
+      h ^= (std::uint64_t(std::uint32_t(k.a1)) << 32 | std::uint32_t(k.a2)) + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+      return std::size_t(h);
+    }
+  };
+
+  static bool writable(const std::filesystem::path& p) {
+    // Root may write anything: a set whose owner took every write permission away counts as
+    // read-only all the same.
+    struct stat st {};
+    return ::access(p.c_str(), W_OK) == 0 && ::stat(p.c_str(), &st) == 0 && (st.st_mode & (S_IWUSR | S_IWGRP | S_IWOTH));
+  }
+
+  // Row of each (TIME, ANTENNA1, ANTENNA2); -1 where several rows share one.
+  void index_rows() {
+    rows_.clear();
+    rows_.reserve(target_.time.size());
+    for (std::size_t r = 0; r < target_.time.size(); ++r) {
+      auto [it, fresh] = rows_.try_emplace(Key{target_.time[r], target_.antenna1[r], target_.antenna2[r]}, std::int64_t(r));
+      if (!fresh) it->second = -1;
+    }
+    target_.time = {};
+    target_.antenna1 = {};
+    target_.antenna2 = {};
+    parallel_.clear();
+    for (const std::string& c : target_.correlations)
+      parallel_.push_back(c == "I" || (c.size() == 2 && c[0] == c[1]));  // XX, YY, RR, LL carry I
+  }
+
+  // The set's channel of each of the observation's frequencies.
+  void map_channels(const Observation& obs) {
+    if (mapped_ == &obs) return;
+    channel_.clear();
+    const auto& f = target_.chan_freq_hz;
+    for (std::size_t c = 0; c < obs.freq_hz.size(); ++c) {
+      auto near = [&](double x) { return std::fabs(x - obs.freq_hz[c]) <= 1e-9 * std::fabs(obs.freq_hz[c]); };
+      auto it = std::find_if(f.begin(), f.end(), near);
+      if (it == f.end())
+        throw InputError("io.write_ms: channel " + std::to_string(c) + " of the visibilities is at " +
+                         std::to_string(obs.freq_hz[c]) + " Hz, which is no channel of " + path_ + "'s spectral window");
+      channel_.push_back(int(it - f.begin()));
+    }
+    mapped_ = &obs;
+  }
+
+  // A copy of the table at `from`: regular files hard-linked, except those that opening the main
+  // table for update and writing the column rewrite (its table.dat, table.info, the lock files,
+  // the column's storage manager files), which are copied so that the original stays as it was.
+  void link_copy(const std::filesystem::path& from, const std::filesystem::path& to, bool main) const {
+    namespace fs = std::filesystem;
+    fs::create_directory(to);
+    for (const fs::directory_entry& e : fs::directory_iterator(from)) {
+      const std::string name = e.path().filename().string();
+      const fs::path dst = to / name;
+      if (e.is_symlink()) {
+        fs::copy_symlink(e.path(), dst);
+      } else if (e.is_directory()) {
+        link_copy(e.path(), dst, false);
+      } else {
+        const std::string& mf = target_.manager_file;
+        const bool column_file =
+            !mf.empty() && name.rfind(mf, 0) == 0 && (name.size() == mf.size() || !std::isdigit(name[mf.size()]));
+        std::error_code ec;
+        if (name == "table.lock" || (main && (name == "table.dat" || name == "table.info" || column_file)))
+          fs::copy_file(e.path(), dst);
+        else if (fs::create_hard_link(e.path(), dst, ec); ec)
+          fs::copy_file(e.path(), dst);  // a file system without hard links
+      }
+    }
+  }
+
+  std::string path_, column_;
+  bool add_ = false, opened_ = false;
+  std::string tmp_;
+  ms::ColumnTarget target_;
+  std::unordered_map<Key, std::int64_t, KeyHash> rows_;
+  std::vector<bool> parallel_;
+  std::vector<int> channel_;  // per channel of the observation
+  const Observation* mapped_ = nullptr;
+};
+
 class WriteMs : public DeclaredStage<decl> {
  public:
   void check(const Params& p) override {
@@ -45,12 +214,22 @@ class WriteMs : public DeclaredStage<decl> {
     flag_row_fraction_ = p.flag_row_fraction;
     flag_seed_ = std::uint64_t(p.flag_seed);
     overwrite_ = p.overwrite;
+    if (!p.column.empty()) {
+      if (p.overwrite) throw ParamError("overwrite", "replaces a whole Measurement Set: not with column " + p.column);
+      if (p.flag_fraction > 0 || p.flag_row_fraction > 0)
+        throw ParamError(p.flag_fraction > 0 ? "flag_fraction" : "flag_row_fraction",
+                         "flags are written to new Measurement Sets only, not with column " + p.column);
+      update_.emplace(path_, p.column, p.add_column);
+    } else if (p.add_column) {
+      throw ParamError("add_column", "adds the column set by column, which is empty");
+    }
   }
 
   // An existing path is replaced (when the run succeeds) only if asked to, and only if it is a
   // casacore table: a mistyped path must never cost a user a directory.
-  void prepare(PrepareContext&) override {
+  void prepare(PrepareContext& pc) override {
     namespace fs = std::filesystem;
+    if (update_) return update_->check(pc.dry_run);
     if (!fs::exists(path_)) return;
     if (!overwrite_) throw InputError(path_ + " exists; remove it or set overwrite: true to replace it");
     if (!fs::is_directory(path_) || !fs::exists(fs::path(path_) / "table.dat"))
@@ -59,6 +238,12 @@ class WriteMs : public DeclaredStage<decl> {
 
   void process(Context& ctx) override {
     auto block = ctx.in(vis);
+    if (update_) {
+      if (!update_->opened()) update_->open(ctx);
+      obs_ = ctx.in(info)->obs;
+      check_block(*block);
+      return update_->write(*block, *obs_);
+    }
     if (tmp_.empty()) create(ctx);
     check_block(*block);
     if (block->size() == 0) return;
@@ -66,6 +251,10 @@ class WriteMs : public DeclaredStage<decl> {
   }
 
   void finish(Context& ctx) override {
+    if (update_) {
+      if (!update_->opened()) update_->open(ctx);  // an empty stream still adds the column
+      return;
+    }
     if (tmp_.empty()) create(ctx);  // an empty stream still makes a (row-less) Measurement Set
     std::vector<ms::Antenna> antennas;
     for (const auto& a : obs_->antennas) antennas.push_back({a.name, a.x, a.y, a.z, a.dish_diameter_m});
@@ -209,6 +398,7 @@ class WriteMs : public DeclaredStage<decl> {
   double flag_fraction_ = 0, flag_row_fraction_ = 0;
   std::uint64_t flag_seed_ = 1;
 
+  std::optional<ColumnUpdate> update_;  // with column: the existing set it writes
   std::shared_ptr<const Observation> obs_;
   std::string tmp_;  // where the Measurement Set is written until the run succeeds
   std::int64_t rows_written_ = 0;

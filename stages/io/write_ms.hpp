@@ -29,11 +29,13 @@ struct Params {
   double flag_row_fraction = 0.0;
   std::int64_t flag_seed = 1;
   bool overwrite = false;
+  std::string column;
+  bool add_column = false;
 };
 
 inline const StageDecl<Params> decl{
     .type = "io.write_ms",
-    .summary = "write visibilities to a new Measurement Set (for WSClean, CASA, DP3)",
+    .summary = "write visibilities to a new Measurement Set (for WSClean, CASA, DP3), or into a column of an existing one",
     .doc = "Creates a Measurement Set (casacore) with the standard subtables: ANTENNA (the observation's "
            "antennas: name, ITRF position, diameter; placeholders where unknown), FEED (two receptors, X "
            "and Y or R and L), FIELD (one field at the phase centre, J2000), SPECTRAL_WINDOW (the "
@@ -53,10 +55,26 @@ inline const StageDecl<Params> decl{
            "readers that slice channels or runs of rows read whole tiles. The Measurement Set is written "
            "under a temporary name, closed after every block, and appears at path only when the whole "
            "run succeeds; an existing path is replaced only with overwrite and only if it is a table. "
+           "With column set, it writes instead into that column (MODEL_DATA, CORRECTED_DATA or any name) of "
+           "the existing Measurement Set at path, leaving every other column as it was: each visibility goes "
+           "to the row with its time and antenna pair and to the channel with its frequency, Stokes I into "
+           "XX and YY (or RR and LL) and 0 into the cross hands, as above; cells no block writes keep their "
+           "values (0 in a column added with add_column, tiled like DATA). The set is not changed during "
+           "the run: a copy of it (hard links to every file the column does not live in, copies of the "
+           "column's storage manager files and of table.dat) is written and replaces it when the whole run "
+           "succeeds. Input errors, before anything is written where they can be known up front: a path "
+           "that does not exist or is not a Measurement Set, a read-only set (no write permission), a "
+           "missing column without add_column, a column that is not complex [correlations, channels]; while "
+           "running, a visibility without a row of its time and antennas, or a frequency that is not a "
+           "channel of the set. "
            "Tested by reading back with io.read_ms and independently with casacore, and by imaging with "
-           "WSClean where installed.",
+           "WSClean where installed; the column mode by predicting into copies of Measurement Sets (every "
+           "other column byte for byte the same) and against a direct DFT.",
     .inputs = {info, vis},
-    .params = {{&Params::path, {.name = "path", .doc = "the Measurement Set to write (a directory)", .required = true}},
+    .params = {{&Params::path, {.name = "path",
+                                 .doc = "the Measurement Set to write (a directory)",
+                                 .required = true,
+                                 .role = PathRole::output}},
                {&Params::correlations,
                 {.name = "correlations",
                  .choices = {"linear4", "linear2", "circular4", "circular2"},
@@ -75,6 +93,12 @@ inline const StageDecl<Params> decl{
                  .max = 1.0,
                  .doc = "fraction of rows flagged whole at random (FLAG_ROW)"}},
                {&Params::flag_seed, {.name = "flag_seed", .min = 0.0, .doc = "seed of the random flags"}},
+               {&Params::column,
+                {.name = "column",
+                 .doc = "write this column of the existing Measurement Set at path instead of creating one (e.g. "
+                        "MODEL_DATA); empty: create a new set"}},
+               {&Params::add_column,
+                {.name = "add_column", .doc = "with column: add it when the Measurement Set has none (zeros)"}},
                {&Params::overwrite,
                 {.name = "overwrite",
                  .doc = "replace an existing Measurement Set at path (a path that is not a table is never replaced)"}}},

@@ -1,6 +1,7 @@
 // The casacore side of io.write_ms (C++17): creates a Measurement Set with its subtables and
 // appends main-table rows. Every function opens and closes the table, so nothing is held open
 // between calls (see ms_tables.hpp).
+#include <casacore/casa/Utilities/ValType.h>
 #include <casacore/measures/Measures/MFrequency.h>
 #include <casacore/measures/Measures/Stokes.h>
 #include <casacore/ms/MeasurementSets/MSAntennaColumns.h>
@@ -17,13 +18,17 @@
 #include <casacore/tables/DataMan/IncrementalStMan.h>
 #include <casacore/tables/DataMan/StandardStMan.h>
 #include <casacore/tables/DataMan/TiledColumnStMan.h>
+#include <casacore/tables/Tables/ArrColDesc.h>
+#include <casacore/tables/Tables/ArrayColumn.h>
 #include <casacore/tables/Tables/SetupNewTab.h>
+#include <casacore/tables/Tables/TableRecord.h>
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <stdexcept>
 
+#include "runtime/error.hpp"
 #include "stages/io/ms_tables.hpp"
 
 namespace uvflow::ms {
@@ -82,13 +87,13 @@ struct Tiled {
     if (td.columnDesc(column).shape().empty()) td.rwColumnDesc(column).setShape(cell);  // UVW has its [3]
     td.defineHypercolumn("Tiled" + column, cell.size() + 1, cc::Vector<cc::String>(1, column));
   }
-  void bind(cc::SetupNewTable& setup) const {
+  cc::IPosition tile() const {
     cc::IPosition tile = cell;
     if (tile.size() == 2) tile[1] = std::min<std::int64_t>(tile[1], kTileChannels);
     tile.append(cc::IPosition(1, std::max<std::int64_t>(1, tile_cells / tile.product())));
-    cc::TiledColumnStMan stman("Tiled" + column, tile);
-    setup.bindColumn(column, stman);
+    return tile;
   }
+  void bind(cc::SetupNewTable& setup) const { setup.bindColumn(column, cc::TiledColumnStMan("Tiled" + column, tile())); }
 };
 
 }  // namespace
@@ -303,6 +308,133 @@ void finish_ms(const std::string& path, const std::vector<Antenna>& antennas, do
     obs.timeRange().put(0, range);
     cc::MSFieldColumns field(ms.field());
     field.time().put(0, first_time);
+  });
+}
+
+}  // namespace uvflow::ms
+
+// ---------------------------------------------------------------- a column of an existing set
+
+namespace uvflow::ms {
+
+namespace {
+
+template <class F>
+void guarded_input(const std::string& path, const std::string& what, F&& f) {
+  try {
+    f();
+  } catch (const cc::AipsError& e) {
+    throw InputError(path + ": " + what + ": " + e.what());
+  }
+}
+
+}  // namespace
+
+ColumnTarget inspect_column(const std::string& path, const std::string& column, bool add, bool keys) {
+  ColumnTarget out;
+  {
+    // The subtables' checks and the rows' keys as io.read_ms reads them (it takes the lock itself).
+    MsReader reader(path);
+    const MsInfo& info = reader.info();
+    out.rows = info.rows;
+    out.correlations = info.correlations;
+    out.chan_freq_hz = info.chan_freq_hz;
+    // select() opens a data column (read() reads none of it here): DATA, which every set has.
+    reader.select("DATA", 0, int(info.chan_freq_hz.size()), 0, 1, int(info.correlations.size()), false);
+    Chunk chunk;
+    constexpr std::int64_t kRows = 1 << 16;
+    for (std::int64_t first = 0; keys && first < info.rows; first += kRows) {
+      reader.read(first, std::min(kRows, info.rows - first), false, chunk);
+      out.time.insert(out.time.end(), chunk.time.begin(), chunk.time.end());
+      out.antenna1.insert(out.antenna1.end(), chunk.antenna1.begin(), chunk.antenna1.end());
+      out.antenna2.insert(out.antenna2.end(), chunk.antenna2.begin(), chunk.antenna2.end());
+    }
+  }
+  std::lock_guard lock(casacore_mutex());
+  guarded_input(path, "column " + column, [&] {
+    const cc::Table t(table_name(path), cc::Table::Old);
+    out.exists = t.tableDesc().isColumn(column);
+    if (!out.exists) {
+      if (!add)
+        throw InputError(path + ": the main table has no column " + column +
+                         "; set add_column: true to add it (other columns are left as they are)");
+      return;
+    }
+    const cc::ColumnDesc& desc = t.tableDesc().columnDesc(column);
+    // getTypeStr pads the name with blanks.
+    std::string type_name = cc::ValType::getTypeStr(desc.dataType());
+    type_name.erase(type_name.find_last_not_of(' ') + 1);
+    if (desc.dataType() != cc::TpComplex || !desc.isArray())
+      throw InputError(path + ": column " + column + " holds " + type_name +
+                       (desc.isArray() ? " arrays" : " scalars") + ", not complex arrays: it cannot hold visibilities");
+    const cc::IPosition want(2, std::int64_t(out.correlations.size()), std::int64_t(out.chan_freq_hz.size()));
+    const cc::ArrayColumn<cc::Complex> col(t, column);
+    for (cc::rownr_t r = 0; r < t.nrow(); ++r)
+      if (col.isDefined(r) && col.shape(r) != want)
+        throw InputError(path + ": column " + column + " row " + std::to_string(r) + " holds " +
+                         col.shape(r).toString() + " values, expected [correlations, channels] = " + want.toString());
+    const cc::Record dm = t.dataManagerInfo();
+    for (cc::uInt k = 0; k < dm.nfields(); ++k) {
+      const cc::Record& m = dm.subRecord(k);
+      const cc::Vector<cc::String> cols = m.asArrayString("COLUMNS");
+      if (std::find(cols.begin(), cols.end(), cc::String(column)) != cols.end())
+        out.manager_file = "table.f" + std::to_string(m.asuInt("SEQNR"));
+    }
+    if (out.manager_file.empty())
+      throw std::logic_error("Measurement Set " + path + ": no storage manager lists column " + column);
+  });
+  return out;
+}
+
+void prepare_column(const std::string& path, const std::string& column, int ncorr, int nchan) {
+  std::lock_guard lock(casacore_mutex());
+  guarded(path, "preparing column " + column, [&] {
+    cc::Table t(table_name(path), cc::Table::Update);
+    const cc::IPosition cell(2, ncorr, nchan);
+    const cc::Array<cc::Complex> zeros(cell, cc::Complex(0));
+    if (!t.tableDesc().isColumn(column)) {
+      cc::TableDesc td;
+      td.addColumn(cc::ArrayColumnDesc<cc::Complex>(column, "added by uvflow io.write_ms", cell, cc::ColumnDesc::FixedShape));
+      const Tiled tiled{column, cell, kTileCells};
+      tiled.describe(td);
+      t.addColumn(td, cc::TiledColumnStMan("Tiled" + column, tiled.tile()));
+      cc::ArrayColumn<cc::Complex> col(t, column);
+      const std::int64_t rows = std::int64_t(t.nrow());
+      for (std::int64_t r0 = 0; r0 < rows; r0 += kRowsPerRun) {
+        const std::int64_t m = std::min(kRowsPerRun, rows - r0);
+        col.putColumnRange(cc::Slicer(cc::IPosition(1, r0), cc::IPosition(1, m), cc::Slicer::endIsLength),
+                           cc::Array<cc::Complex>(cc::IPosition(3, ncorr, nchan, m), cc::Complex(0)));
+      }
+      return;
+    }
+    cc::ArrayColumn<cc::Complex> col(t, column);
+    for (cc::rownr_t r = 0; r < t.nrow(); ++r)
+      if (!col.isDefined(r)) col.put(r, zeros);
+  });
+}
+
+void get_cells(const std::string& path, const std::string& column, std::int64_t first, std::int64_t n,
+               std::vector<std::complex<float>>& out) {
+  std::lock_guard lock(casacore_mutex());
+  guarded(path, "reading column " + column, [&] {
+    const cc::Table t(table_name(path), cc::Table::Old);
+    const cc::ArrayColumn<cc::Complex> col(t, column);
+    const cc::IPosition cell = col.shape(cc::rownr_t(first));
+    out.resize(std::size_t(cell.product() * n));
+    cc::Array<cc::Complex> a(cc::IPosition(3, cell[0], cell[1], n), out.data(), cc::SHARE);
+    col.getColumnRange(cc::Slicer(cc::IPosition(1, first), cc::IPosition(1, n), cc::Slicer::endIsLength), a);
+  });
+}
+
+void put_cells(const std::string& path, const std::string& column, std::int64_t first, std::int64_t n,
+               const std::vector<std::complex<float>>& cells) {
+  std::lock_guard lock(casacore_mutex());
+  guarded(path, "writing column " + column, [&] {
+    cc::Table t(table_name(path), cc::Table::Update);
+    cc::ArrayColumn<cc::Complex> col(t, column);
+    const cc::IPosition cell = col.shape(cc::rownr_t(first));
+    col.putColumnRange(cc::Slicer(cc::IPosition(1, first), cc::IPosition(1, n), cc::Slicer::endIsLength),
+                       wrap(cells.data(), cc::IPosition(3, cell[0], cell[1], n)));
   });
 }
 

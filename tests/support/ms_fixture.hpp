@@ -50,6 +50,9 @@ void write_test_ms(const std::string& path, const TestMs& ms);
 // Everything write_test_ms writes, read back from any Measurement Set with one spectral window.
 TestMs read_test_ms(const std::string& path);
 
+// A complex column of every row, [row][channel][correlation] (MODEL_DATA, CORRECTED_DATA, ...).
+std::vector<std::complex<float>> read_column(const std::string& path, const std::string& column);
+
 // Sets DATA of every flagged cell (FLAG, or FLAG_ROW) to `value`; returns how many.
 long set_flagged_data(const std::string& path, std::complex<float> value);
 

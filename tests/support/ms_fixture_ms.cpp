@@ -170,6 +170,17 @@ TestMs read_test_ms(const std::string& path) {
   return t;
 }
 
+std::vector<std::complex<float>> read_column(const std::string& path, const std::string& column) {
+  const cc::Table t(absolute(path));
+  const cc::ArrayColumn<cc::Complex> col(t, column);
+  std::vector<std::complex<float>> out;
+  for (cc::rownr_t r = 0; r < t.nrow(); ++r) {
+    const cc::Array<cc::Complex> cell = col(r);
+    out.insert(out.end(), cell.begin(), cell.end());
+  }
+  return out;
+}
+
 long set_flagged_data(const std::string& path, std::complex<float> value) {
   cc::MeasurementSet ms(absolute(path), cc::Table::Update);
   cc::MSMainColumns mc(ms);
