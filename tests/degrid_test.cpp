@@ -30,15 +30,6 @@ using cdouble = std::complex<double>;
 using test::random_block;
 using test::random_grid;
 
-std::shared_ptr<const VisBlock> degrid(const StageSpec& spec, std::shared_ptr<const Grid> g,
-                                       std::shared_ptr<const KernelStack> ks, std::shared_ptr<const VisBlock> b) {
-  StageHarness h(spec, "cpu");
-  h.set_input("grid", g);
-  h.set_input("kernels", ks);
-  h.process({{"vis", b}});
-  return h.output<VisBlock>("vis");
-}
-
 template <class A, class B>
 cdouble dot(const A& a, const B& b) {  // sum conj(a) b, in double
   cdouble s = 0;

@@ -4,6 +4,8 @@
 #include <oneapi/tbb/combinable.h>
 #include <oneapi/tbb/parallel_for.h>
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -30,57 +32,56 @@ void check_rows(const KernelStack& ks) {
                      " planes: set kernels.wproj's layouts to rows or all");
 }
 
-// A visibility's sum of G * conj(C) over its footprint, kept as four real partial sums per
-// footprint column (lanes) while the rows are added: the row loops then vectorise without a
-// reduction, and the lanes are summed once per visibility. Complex values are interleaved (re, im).
-class Lanes {
+// A visibility's sum of G * conj(C) over its footprint, in two AVX2 registers of four complex
+// products each, kept across all of the footprint's rows and reduced once: with supports of a few
+// cells a row is only 9 to 33 values, so per-row reductions or loop set-up would cost more than the
+// products. Interleaved (re, im) floats: a += g * c gives (gr cr, gi ci) pairs, b += g * swap(c)
+// gives (gr ci, gi cr); a row's last values are read with a mask, never past the row.
+class FootprintSum {
  public:
-  explicit Lanes(int max_len) : v_(4 * std::size_t(max_len)) {}
-  void start(int len) {
-    len_ = len;
-    std::fill(v_.begin(), v_.begin() + 4 * len, 0.0f);
-  }
-  // One footprint row: G[k] and C[k] for k < len.
-  void add(const float* g, const float* c) {
-    float *rr = v_.data(), *ii = rr + len_, *ir = ii + len_, *ri = ir + len_;
-    for (int k = 0; k < len_; ++k) {
-      const float gr = g[2 * k], gi = g[2 * k + 1], cr = c[2 * k], ci = c[2 * k + 1];
-      rr[k] += gr * cr;
-      ii[k] += gi * ci;
-      ir[k] += gi * cr;
-      ri[k] += gr * ci;
+  // One footprint row of n complex values.
+  void add(const float* g, const float* c, int n) {
+    int t = 0;
+    for (; t + 8 <= 2 * n; t += 8) mul_add(_mm256_loadu_ps(g + t), _mm256_loadu_ps(c + t));
+    if (t < 2 * n) {
+      const __m256i m = tail_mask(2 * n - t);
+      mul_add(_mm256_maskload_ps(g + t, m), _mm256_maskload_ps(c + t, m));
     }
   }
-  // The same with C blended from four runs (bilinear kernel lookup): C = sum_q w[q] * run_q[k].
-  void add(const float* g, const float* const c[4], const float w[4]) {
-    float *rr = v_.data(), *ii = rr + len_, *ir = ii + len_, *ri = ir + len_;
-    for (int k = 0; k < len_; ++k) {
-      const float cr = w[0] * c[0][2 * k] + w[1] * c[1][2 * k] + w[2] * c[2][2 * k] + w[3] * c[3][2 * k];
-      const float ci = w[0] * c[0][2 * k + 1] + w[1] * c[1][2 * k + 1] + w[2] * c[2][2 * k + 1] + w[3] * c[3][2 * k + 1];
-      const float gr = g[2 * k], gi = g[2 * k + 1];
-      rr[k] += gr * cr;
-      ii[k] += gi * ci;
-      ir[k] += gi * cr;
-      ri[k] += gr * ci;
+  // The same with C blended from four runs (bilinear lookup): C = sum_q w[q] * run_q.
+  void add(const float* g, const float* const c[4], const float w[4], int n) {
+    const __m256 w0 = _mm256_set1_ps(w[0]), w1 = _mm256_set1_ps(w[1]), w2 = _mm256_set1_ps(w[2]),
+                 w3 = _mm256_set1_ps(w[3]);
+    auto blend = [&](auto load) {
+      return _mm256_fmadd_ps(w3, load(c[3]), _mm256_fmadd_ps(w2, load(c[2]), _mm256_fmadd_ps(w1, load(c[1]), _mm256_mul_ps(w0, load(c[0])))));
+    };
+    int t = 0;
+    for (; t + 8 <= 2 * n; t += 8) mul_add(_mm256_loadu_ps(g + t), blend([&](const float* r) { return _mm256_loadu_ps(r + t); }));
+    if (t < 2 * n) {
+      const __m256i m = tail_mask(2 * n - t);
+      mul_add(_mm256_maskload_ps(g + t, m), blend([&](const float* r) { return _mm256_maskload_ps(r + t, m); }));
     }
   }
-  // G * conj(C) with C's imaginary part times `sign` (conjugated kernels for w > 0).
-  cfloat sum(float sign) const {
-    const float *rr = v_.data(), *ii = rr + len_, *ir = ii + len_, *ri = ir + len_;
-    float a = 0, b = 0, c = 0, d = 0;
-#pragma omp simd reduction(+ : a, b, c, d)
-    for (int k = 0; k < len_; ++k) {
-      a += rr[k];
-      b += ii[k];
-      c += ir[k];
-      d += ri[k];
-    }
-    return {a + sign * b, c - sign * d};
+  // G * conj(C) with C's imaginary part times `sign` (conjugated kernels for w > 0); resets.
+  cfloat take(float sign) {
+    alignas(32) float a[8], b[8];
+    _mm256_store_ps(a, a_);
+    _mm256_store_ps(b, b_);
+    const float rr = a[0] + a[2] + a[4] + a[6], ii = a[1] + a[3] + a[5] + a[7];
+    const float ri = b[0] + b[2] + b[4] + b[6], ir = b[1] + b[3] + b[5] + b[7];
+    a_ = b_ = _mm256_setzero_ps();
+    return {rr + sign * ii, ir - sign * ri};
   }
 
  private:
-  std::vector<float> v_;
-  int len_ = 0;
+  void mul_add(__m256 g, __m256 c) {
+    a_ = _mm256_fmadd_ps(g, c, a_);
+    b_ = _mm256_fmadd_ps(g, _mm256_permute_ps(c, 0xB1), b_);  // (ci, cr) pairs
+  }
+  static __m256i tail_mask(int floats) {  // the first `floats` (< 8) lanes
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(floats), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  __m256 a_ = _mm256_setzero_ps(), b_ = _mm256_setzero_ps();
 };
 
 class WprojDegridder : public DeclaredStage<decl> {
@@ -118,7 +119,7 @@ class WprojDegridder : public DeclaredStage<decl> {
     tbb::combinable<Counts> counts;
     tbb::parallel_for(tbb::blocked_range<std::size_t>(0, block->size(), 512), [&](const auto& r) {
       Counts& n = counts.local();
-      Lanes lanes(2 * ks->max_support + 1);
+      FootprintSum sum;
       for (std::size_t i = r.begin(); i < r.end(); ++i) {
         pred[i] = 0;
         GridCoord c;
@@ -134,12 +135,11 @@ class WprojDegridder : public DeclaredStage<decl> {
         const cfloat* runs = rows + rows_start[c.plane] + std::int64_t(c.off_u + half) * size * len;
         const cfloat* g0 = cells + (c.v - s) * N + (c.u - s);
         const float sign = c.conj ? -1.0f : 1.0f;
-        lanes.start(len);
         if (!linear_) {
           for (int j = -s; j <= s; ++j) {
             const int iy = std::abs(c.off_v + j * o);
-            lanes.add(reinterpret_cast<const float*>(g0 + (j + s) * N),
-                      reinterpret_cast<const float*>(runs + std::int64_t(iy) * len));
+            sum.add(reinterpret_cast<const float*>(g0 + (j + s) * N),
+                    reinterpret_cast<const float*>(runs + std::int64_t(iy) * len), len);
           }
         } else {
           // The exact sub-sample offsets: u between the runs of off_lo and off_lo + 1 (the
@@ -158,10 +158,10 @@ class WprojDegridder : public DeclaredStage<decl> {
                                   reinterpret_cast<const float*>(run_lo + std::int64_t(y1) * len),
                                   reinterpret_cast<const float*>(run_hi + std::int64_t(y1) * len)};
             const float w4[4] = {(1 - ty) * (1 - tu), (1 - ty) * tu, ty * (1 - tu), ty * tu};
-            lanes.add(reinterpret_cast<const float*>(g0 + (j + s) * N), c4, w4);
+            sum.add(reinterpret_cast<const float*>(g0 + (j + s) * N), c4, w4, len);
           }
         }
-        pred[i] = lanes.sum(sign);
+        pred[i] = sum.take(sign);
         n.predicted += 1;
         n.updates += double(len) * len;
       }
