@@ -6,6 +6,8 @@
 
 #include <cufft.h>
 
+#include <cstddef>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
@@ -36,6 +38,33 @@ public:
 
 private:
   cufftHandle h_{};
+};
+
+// An N x N complex-to-complex plan, remade only when N changes; a failed make
+// leaves no plan of another size behind. Its work area is the caller's
+// (work_bytes() of it, from the stream-ordered pool).
+class SquarePlan {
+public:
+  explicit SquarePlan(const char *who) : who_(who) {}
+  void ensure(int n) {
+    if (n == n_)
+      return;
+    plan_.reset();
+    n_ = 0;
+    auto plan = std::make_unique<FftPlan>(who_);
+    check_cufft(cufftMakePlan2d(plan->get(), n, n, CUFFT_C2C, &work_bytes_),
+                who_, "cufftMakePlan2d");
+    plan_ = std::move(plan);
+    n_ = n;
+  }
+  cufftHandle get() const { return plan_->get(); }
+  std::size_t work_bytes() const { return work_bytes_; }
+
+private:
+  const char *who_;
+  std::unique_ptr<FftPlan> plan_;
+  int n_ = 0;
+  std::size_t work_bytes_ = 0;
 };
 
 } // namespace uvflow::device

@@ -95,6 +95,24 @@ __device__ inline void accumulate(float2 gv, float2 kv, float& rr, float& ii, fl
   ri = fmaf(gv.x, kv.y, ri);
 }
 
+// A lane's next point of a footprint of L x L points flattened over the warp: 32 further along.
+__device__ inline void next_point(int& j, int& k, int L) {
+  k += kWarp;
+  while (k >= L) {
+    k -= L;
+    ++j;
+  }
+}
+
+// The warp's total, in lane 0.
+__device__ inline float2 warp_sum(float2 v) {
+  for (int d = kWarp / 2; d > 0; d /= 2) {
+    v.x += __shfl_down_sync(kFull, v.x, d);
+    v.y += __shfl_down_sync(kFull, v.y, d);
+  }
+  return v;
+}
+
 // Each warp's visibility and update counts, summed per thread block into a.work (one atomic pair).
 __device__ void add_work(const Args& a, double predicted, double updates) {
   for (int d = kWarp / 2; d > 0; d /= 2) {
@@ -125,17 +143,9 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock) gather_kernel(const Arg
     for (int t = lane; t < L * L; t += kWarp) {
       const int iy = abs(c.off_v + (j - s) * o);
       accumulate(g0[j * N + k], kern[std::int64_t(iy) * S + abs(c.off_u + (k - s) * o)], rr, ii, ir, ri);
-      k += kWarp;
-      while (k >= L) {
-        k -= L;
-        ++j;
-      }
+      next_point(j, k, L);
     }
-    float2 sum = combine(rr, ii, ir, ri, c.conj);
-    for (int d = kWarp / 2; d > 0; d /= 2) {
-      sum.x += __shfl_down_sync(kFull, sum.x, d);
-      sum.y += __shfl_down_sync(kFull, sum.y, d);
-    }
+    const float2 sum = warp_sum(combine(rr, ii, ir, ri, c.conj));
     if (lane == 0) a.out[i] = sum;
     predicted += lane == 0;
     updates += lane == 0 ? double(L) * L : 0.0;
@@ -313,11 +323,7 @@ __global__ void __launch_bounds__(kTileU* kTileV) scatter_kernel(const Args a, T
     if (j < 0 || j >= L) continue;  // warp-uniform: the row is outside this footprint
     float rr = 0, ii = 0, ir = 0, ri = 0;
     if (k >= 0 && k < L) accumulate(cell, rows_of(a, c)[abs(c.off_v + (j - s) * o) * L + k], rr, ii, ir, ri);
-    float2 sum = combine(rr, ii, ir, ri, c.conj);
-    for (int d = kWarp / 2; d > 0; d /= 2) {
-      sum.x += __shfl_down_sync(kFull, sum.x, d);
-      sum.y += __shfl_down_sync(kFull, sum.y, d);
-    }
+    const float2 sum = warp_sum(combine(rr, ii, ir, ri, c.conj));
     if (lane == 0) {
       atomicAdd(&a.out[i].x, sum.x);
       atomicAdd(&a.out[i].y, sum.y);
@@ -391,17 +397,9 @@ __global__ void __launch_bounds__(kWarp* kWindowWarps) window_kernel(const Args 
           g = a.grid[cell_index];
         }
         accumulate(g, kern[abs(c.off_v + (j - s) * o) * L + k], rr, ii, ir, ri);
-        k += kWarp;
-        while (k >= L) {
-          k -= L;
-          ++j;
-        }
+        next_point(j, k, L);
       }
-      float2 sum = combine(rr, ii, ir, ri, c.conj);
-      for (int d = kWarp / 2; d > 0; d /= 2) {
-        sum.x += __shfl_down_sync(kFull, sum.x, d);
-        sum.y += __shfl_down_sync(kFull, sum.y, d);
-      }
+      const float2 sum = warp_sum(combine(rr, ii, ir, ri, c.conj));
       if (lane == 0) {
         a.out[i] = sum;
         predicted += 1;

@@ -46,7 +46,7 @@ class GridToImageCuda : public DeclaredStage<decl> {
  public:
   // The plan is made here when the grid's size was described, else at the grid.
   void prepare(PrepareContext& pc) override {
-    if (const auto& g = pc.input(grid).grid; g && !pc.dry_run) make_plan(g->grid_size);
+    if (const auto& g = pc.input(grid).grid; g && !pc.dry_run) plan_.ensure(g->grid_size);
   }
 
   void process(Context& ctx) override {
@@ -55,11 +55,11 @@ class GridToImageCuda : public DeclaredStage<decl> {
     const int N = in->geom.grid_size, n = in->geom.image_size;
     const device::Stream& stream = ctx.stream();
     auto s = static_cast<cudaStream_t>(stream.native());
-    if (plan_size_ != N) make_plan(N);  // host work: before the wait below, so that it overlaps the gridding
-    check_cufft(cufftSetStream(plan_->get(), s), "cufftSetStream");
+    plan_.ensure(N);  // host work: before the wait below, so that it overlaps the gridding
+    check_cufft(cufftSetStream(plan_.get(), s), "cufftSetStream");
     // The work area comes from the stream-ordered pool (device::FftPlan allocates none).
-    auto scratch = Array<std::uint8_t>::device(std::max<std::size_t>(work_bytes_, 1), stream);
-    check_cufft(cufftSetWorkArea(plan_->get(), scratch.data()), "cufftSetWorkArea");
+    auto scratch = Array<std::uint8_t>::device(std::max<std::size_t>(plan_.work_bytes(), 1), stream);
+    check_cufft(cufftSetWorkArea(plan_.get(), scratch.data()), "cufftSetWorkArea");
     auto work = Array<cfloat>::device(std::size_t(N) * N, stream);
     double norm = 0;
     device::copy(&norm, in->totals.data(), sizeof norm, device::Copy::device_to_host, stream);
@@ -71,7 +71,7 @@ class GridToImageCuda : public DeclaredStage<decl> {
                                                 reinterpret_cast<float2*>(work.data()), N);
     device::check_launch("fft.grid_to_image: scale_and_centre");
     auto* w = reinterpret_cast<cufftComplex*>(work.data());
-    check_cufft(cufftExecC2C(plan_->get(), w, w, CUFFT_FORWARD), "cufftExecC2C");
+    check_cufft(cufftExecC2C(plan_.get(), w, w, CUFFT_FORWARD), "cufftExecC2C");
     auto img = std::make_shared<Image>();
     img->nx = img->ny = n;
     img->pixels = Array<float>::device(std::size_t(n) * n, stream);
@@ -83,18 +83,7 @@ class GridToImageCuda : public DeclaredStage<decl> {
   }
 
  private:
-  void make_plan(int N) {
-    plan_.reset();  // first: a failed make leaves no plan of another size behind
-    plan_size_ = 0;
-    auto plan = std::make_unique<device::FftPlan>(kWho);
-    check_cufft(cufftMakePlan2d(plan->get(), N, N, CUFFT_C2C, &work_bytes_), "cufftMakePlan2d");
-    plan_ = std::move(plan);
-    plan_size_ = N;
-  }
-
-  std::unique_ptr<device::FftPlan> plan_;
-  int plan_size_ = 0;
-  std::size_t work_bytes_ = 0;
+  device::SquarePlan plan_{kWho};
 };
 
 }  // namespace

@@ -52,18 +52,11 @@ class ImageToGridCuda : public DeclaredStage<decl> {
     const int N = ks->geom.grid_size, n = img->nx;
     const device::Stream& stream = ctx.stream();
     auto s = static_cast<cudaStream_t>(stream.native());
-    if (plan_size_ != N) {
-      plan_.reset();  // first: a failed make leaves no plan of another size behind
-      plan_size_ = 0;
-      auto plan = std::make_unique<device::FftPlan>(kWho);
-      check_cufft(cufftMakePlan2d(plan->get(), N, N, CUFFT_C2C, &work_bytes_), "cufftMakePlan2d");
-      plan_ = std::move(plan);
-      plan_size_ = N;
-    }
-    check_cufft(cufftSetStream(plan_->get(), s), "cufftSetStream");
+    plan_.ensure(N);
+    check_cufft(cufftSetStream(plan_.get(), s), "cufftSetStream");
     // The work area comes from the stream-ordered pool (device::FftPlan allocates none).
-    auto scratch = Array<std::uint8_t>::device(std::max<std::size_t>(work_bytes_, 1), stream);
-    check_cufft(cufftSetWorkArea(plan_->get(), scratch.data()), "cufftSetWorkArea");
+    auto scratch = Array<std::uint8_t>::device(std::max<std::size_t>(plan_.work_bytes(), 1), stream);
+    check_cufft(cufftSetWorkArea(plan_.get(), scratch.data()), "cufftSetWorkArea");
 
     auto out = std::make_shared<Grid>();
     out->geom = ks->geom;
@@ -77,7 +70,7 @@ class ImageToGridCuda : public DeclaredStage<decl> {
     pad_and_centre<<<blocks, threads, 0, s>>>(img->pixels.data(), cells, N, n);
     device::check_launch("fft.image_to_grid: pad_and_centre");
     auto* c = reinterpret_cast<cufftComplex*>(cells);
-    check_cufft(cufftExecC2C(plan_->get(), c, c, CUFFT_INVERSE), "cufftExecC2C");
+    check_cufft(cufftExecC2C(plan_.get(), c, c, CUFFT_INVERSE), "cufftExecC2C");
     alternate_signs<<<blocks, threads, 0, s>>>(cells, N);
     device::check_launch("fft.image_to_grid: alternate_signs");
     keep_until(stream.record(), {&scratch});  // released after the transform has used it
@@ -85,9 +78,7 @@ class ImageToGridCuda : public DeclaredStage<decl> {
   }
 
  private:
-  std::unique_ptr<device::FftPlan> plan_;
-  int plan_size_ = 0;
-  std::size_t work_bytes_ = 0;
+  device::SquarePlan plan_{kWho};
 };
 
 }  // namespace
