@@ -14,11 +14,14 @@
 #include "stages/io/read_fits.hpp"
 #include "stages/io/read_image.hpp"
 #include "stages/io/read_ms.hpp"
+#include "stages/io/read_seeds.hpp"
 #include "stages/io/simulate.hpp"
 #include "stages/io/simulate_frames.hpp"
 #include "stages/io/write_fits.hpp"
+#include "stages/io/write_grid.hpp"
 #include "stages/io/write_ms.hpp"
 #include "stages/io/write_png.hpp"
+#include "stages/io/write_seeds.hpp"
 #include "stages/kernels/wproj.hpp"
 #include "stages/tiles/bucket_sort.hpp"
 #include "stages/tiles/count.hpp"
@@ -49,10 +52,13 @@ void register_builtin_stages(Registry& r) {
   r.add(tiles_bucket_sort::spec());
   r.add(io_simulate::spec());
   r.add(io_read_ms::spec());
+  r.add(io_read_seeds::spec());
   r.add(io_read_image::spec());
   r.add(io_write_ms::spec());
   r.add(io_write_fits::spec());
+  r.add(io_write_grid::spec());
   r.add(io_write_png::spec());
+  r.add(io_write_seeds::spec());
   r.add(kernels_wproj::spec());
   r.add(fft_grid_to_image::spec());
   r.add(image_grid_correct::spec());
