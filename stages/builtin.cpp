@@ -1,5 +1,8 @@
 // The one list of built-in stages: adding a stage means adding its spec here.
 #include "stages/builtin.hpp"
+#include "stages/deconv/clark.hpp"
+#include "stages/deconv/hogbom.hpp"
+#include "stages/deconv/restore.hpp"
 #include "stages/degrid/serial.hpp"
 #include "stages/degrid/wproj.hpp"
 #include "stages/fft/grid_to_image.hpp"
@@ -31,6 +34,7 @@
 #include "stages/uvw/weight_density.hpp"
 #include "stages/uvw/weighting.hpp"
 #include "stages/vis/subtract.hpp"
+#include "stages/vis/unit.hpp"
 
 namespace uvflow {
 
@@ -43,6 +47,10 @@ void register_builtin_stages(Registry& r) {
   r.add(degrid_wproj::spec());
   r.add(fft_image_to_grid::spec());
   r.add(vis_subtract::spec());
+  r.add(vis_unit::spec());
+  r.add(deconv_hogbom::spec());
+  r.add(deconv_clark::spec());
+  r.add(deconv_restore::spec());
   r.add(grid_tiled::spec());
   r.add(uvw_w_sort::spec());
   r.add(uvw_bounding_box::spec());

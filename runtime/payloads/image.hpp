@@ -9,6 +9,13 @@
 
 namespace uvflow {
 
+// The restoring beam of a CLEANed image: an elliptical Gaussian, axes as FWHM in degrees, position
+// angle of the major axis in degrees east of north (counter-clockwise from +y, RA increasing to the
+// left), as FITS BMAJ, BMIN, BPA and WSClean write them.
+struct Beam {
+  double bmaj_deg = 0, bmin_deg = 0, bpa_deg = 0;
+};
+
 // Orthographic (SIN) sky coordinates, as WSClean writes them: RA increases to the left.
 struct SkyWcs {
   double ra_rad = 0, dec_rad = 0;  // phase centre, at the reference pixel
@@ -17,6 +24,7 @@ struct SkyWcs {
   double bandwidth_hz = 0;  // the band imaged, edge to edge; 0: unknown
   std::string bunit = "JY/BEAM";
   std::string telescope, date_obs;
+  std::optional<Beam> beam;  // set by deconv.restore; io.write_fits writes BMAJ, BMIN, BPA
 };
 
 inline constexpr char kImage[] = "Image";

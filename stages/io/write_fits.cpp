@@ -72,6 +72,11 @@ class WriteFits : public DeclaredStage<decl> {
     f.key("OBSDEC", w.dec_rad * kRadToDeg, "phase centre Dec, deg");
     if (!w.telescope.empty()) f.key("TELESCOP", w.telescope, "");
     if (!w.date_obs.empty()) f.key("DATE-OBS", w.date_obs, "");
+    if (w.beam) {
+      f.key("BMAJ", w.beam->bmaj_deg, "restoring beam major axis FWHM, deg");
+      f.key("BMIN", w.beam->bmin_deg, "restoring beam minor axis FWHM, deg");
+      f.key("BPA", w.beam->bpa_deg, "restoring beam position angle, deg east of north");
+    }
   }
 
   std::string path_;

@@ -1,0 +1,53 @@
+// Hogbom CLEAN, the minor cycle: components found one at a time at the peak of the residual, each
+// subtracting gain times the PSF centred on it. One call deconvolves one dirty image (one major
+// cycle); the loop over major cycles is the pipeline's, not this stage's.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <vector>
+
+#include "stages/shared/minor_cycle.hpp"
+
+namespace uvflow::deconv_hogbom {
+
+inline constexpr auto dirty = clean::kDirty;
+inline constexpr auto psf = clean::kPsf;
+inline constexpr auto model = clean::kModel;
+inline constexpr auto residual = clean::kResidual;
+
+struct Params {
+  double gain = 0.1;
+  std::int64_t niter = 1000;
+  double threshold = 0;
+  std::optional<std::filesystem::path> mask;
+  std::vector<Record> boxes;
+  std::optional<std::filesystem::path> components;
+};
+
+inline const StageDecl<Params> decl{
+    .type = "deconv.hogbom",
+    .summary = "Hogbom CLEAN (minor cycle): model and residual images from a dirty image and its PSF",
+    .doc = "Repeats: find the pixel of largest |residual| within the mask (ties: the first in memory order, so "
+           "runs agree), add gain * peak / psf(centre) to the model there and subtract that times the PSF "
+           "centred there, over the overlap of the PSF and the image (a PSF of twice the image size reaches "
+           "every pixel from any peak; a smaller one leaves the far sidelobes unsubtracted). Stops after niter "
+           "components or when the peak |residual| is at most threshold (Jy/beam). The mask is the union of "
+           "the FITS image `mask` (non-zero pixels; it must be the dirty image's size) and the pixel boxes "
+           "`boxes` (corners included, 0-based as the image's pixels); neither: every pixel. The model (JY/PIXEL) "
+           "and the residual carry the dirty image's sky coordinates. With `components`, each component is "
+           "written to that text file, one line per iteration: x, y, flux (Jy), the peak residual it was found "
+           "at, and the total flux cleaned so far; the totals are logged. Tested against a direct "
+           "implementation on random point-source skies convolved with random array-like PSFs (sources "
+           "recovered at their pixels within 1 % of their fluxes), for the threshold, niter and mask, and in "
+           "pipelines/clean_image.yaml.",
+    .inputs = {dirty, psf},
+    .outputs = {model, residual},
+    .params = clean::minor_cycle_params<Params>(),
+    .describe = [](const Params&, const PortShapes& in) { return clean::minor_cycle_shapes(in); },
+};
+
+StageSpec spec();
+
+}  // namespace uvflow::deconv_hogbom

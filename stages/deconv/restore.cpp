@@ -1,0 +1,44 @@
+#include "stages/deconv/restore.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+
+#include "runtime/error.hpp"
+#include "stages/shared/clean.hpp"
+
+namespace uvflow::deconv_restore {
+namespace {
+
+class Restore : public DeclaredStage<decl> {
+ public:
+  void process(Context& ctx) override {
+    auto m = ctx.in(model);
+    auto r = ctx.in(residual);
+    auto p = ctx.in(psf);
+    if (!m->consistent() || !r->consistent() || m->nx != r->nx || m->ny != r->ny)
+      throw InputError("deconv.restore: the model (" + std::to_string(m->nx) + " x " + std::to_string(m->ny) +
+                       ") and the residual (" + std::to_string(r->nx) + " x " + std::to_string(r->ny) +
+                       ") must be images of the same size");
+    if (r->wcs && p->wcs && std::abs(r->wcs->cell_rad - p->wcs->cell_rad) > 1e-9 * r->wcs->cell_rad)
+      throw InputError("deconv.restore: the PSF's cell (" + std::to_string(p->wcs->cell_rad) +
+                       " rad) differs from the residual's (" + std::to_string(r->wcs->cell_rad) + " rad)");
+    const clean::Gaussian g = clean::fit_main_lobe(*p, params().fit_threshold, "deconv.restore");
+    auto out = std::make_shared<Image>(*r);
+    out->pixels = Array<float>::host(r->pixels.size());
+    clean::restore(m->pixels.data(), r->pixels.data(), out->pixels.data(), r->nx, r->ny, g);
+    if (out->wcs) {
+      out->wcs->bunit = "JY/BEAM";
+      out->wcs->beam = clean::to_beam(g, out->wcs->cell_rad);
+      spdlog::info("{}: restoring beam {:.4g} x {:.4g} arcsec, position angle {:.2f} deg", ctx.stage_id(),
+                   out->wcs->beam->bmaj_deg * 3600, out->wcs->beam->bmin_deg * 3600, out->wcs->beam->bpa_deg);
+    }
+    ctx.emit(restored, out);
+  }
+};
+
+}  // namespace
+
+StageSpec spec() { return decl.spec({cpu_backend<Restore>()}); }
+
+}  // namespace uvflow::deconv_restore

@@ -1,0 +1,440 @@
+#include "stages/shared/clean.hpp"
+
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/parallel_reduce.h>
+
+#include <spdlog/spdlog.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <cmath>
+#include <numbers>
+
+#include "runtime/error.hpp"
+#include "runtime/units.hpp"
+#include "stages/shared/fftw.hpp"
+#include "stages/shared/fits_image.hpp"
+
+namespace uvflow::clean {
+namespace {
+
+// FWHM = kFwhm * sigma.
+const double kFwhm = 2.0 * std::sqrt(2.0 * std::numbers::ln2);
+
+std::string box_text(const Box& b) {
+  return "[" + std::to_string(b.x0) + ", " + std::to_string(b.y0) + ", " + std::to_string(b.x1) + ", " +
+         std::to_string(b.y1) + "]";
+}
+
+// The PSF's centre pixel value, which must be positive: components are scaled by it.
+double psf_centre(const Image& psf, const std::string& where) {
+  if (!psf.consistent()) throw InputError(where + ": the PSF has inconsistent size");
+  const double p0 = psf.pixels[std::size_t(psf.ny / 2) * std::size_t(psf.nx) + std::size_t(psf.nx / 2)];
+  if (!(p0 > 0) || !std::isfinite(p0))
+    throw InputError(where + ": the PSF's centre pixel (" + std::to_string(psf.nx / 2) + ", " +
+                     std::to_string(psf.ny / 2) + ") is " + std::to_string(p0) + ", not positive");
+  return p0;
+}
+
+// Solves the symmetric 3 x 3 system m x = r (Cramer); false when it is singular.
+bool solve3(const std::array<double, 9>& m, const std::array<double, 3>& r, std::array<double, 3>& x) {
+  auto det = [](const std::array<double, 9>& a) {
+    return a[0] * (a[4] * a[8] - a[5] * a[7]) - a[1] * (a[3] * a[8] - a[5] * a[6]) + a[2] * (a[3] * a[7] - a[4] * a[6]);
+  };
+  const double d = det(m);
+  if (!(std::abs(d) > 0) || !std::isfinite(d)) return false;
+  for (int k = 0; k < 3; ++k) {
+    auto mk = m;
+    for (int i = 0; i < 3; ++i) mk[std::size_t(3 * i + k)] = r[std::size_t(i)];
+    x[std::size_t(k)] = det(mk) / d;
+  }
+  return true;
+}
+
+bool is_ellipse(const Gaussian& g) {
+  return g.a > 0 && g.c > 0 && g.a * g.c - g.b * g.b > 0 && std::isfinite(g.a + g.b + g.c);
+}
+
+}  // namespace
+
+std::vector<Box> boxes_of(const std::vector<Record>& records, const std::string& param) {
+  std::vector<Box> out;
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    const Record& r = records[i];
+    auto get = [&](const char* k) { return std::int64_t(std::llround(r.at(k))); };
+    Box b{get("x0"), get("y0"), get("x1"), get("y1")};
+    if (b.x1 < b.x0 || b.y1 < b.y0)
+      throw ParamError(param, "box " + std::to_string(i + 1) + " " + box_text(b) + " is empty: need x0 <= x1 and y0 <= y1");
+    out.push_back(b);
+  }
+  return out;
+}
+
+std::vector<std::uint8_t> make_mask(int nx, int ny, const std::string& file, const std::vector<Box>& boxes) {
+  const std::size_t n = std::size_t(nx) * std::size_t(ny);
+  if (file.empty() && boxes.empty()) return std::vector<std::uint8_t>(n, 1);
+  std::vector<std::uint8_t> mask(n, 0);
+  if (!file.empty()) {
+    fits::ImageFile f(file, 0);
+    f.require_planes();
+    if (f.nx() != nx || f.ny() != ny)
+      throw InputError("mask " + f.where() + " is " + std::to_string(f.nx()) + " x " + std::to_string(f.ny()) +
+                       " pixels; the image is " + std::to_string(nx) + " x " + std::to_string(ny));
+    std::vector<float> plane(n);
+    f.read_plane(0, plane.data());
+    for (std::size_t k = 0; k < n; ++k) mask[k] = plane[k] != 0 && !std::isnan(plane[k]);
+  }
+  for (std::size_t i = 0; i < boxes.size(); ++i) {
+    const Box& b = boxes[i];
+    if (b.x0 < 0 || b.y0 < 0 || b.x1 >= nx || b.y1 >= ny)
+      throw InputError("mask box " + std::to_string(i + 1) + " " + box_text(b) + " leaves the " + std::to_string(nx) +
+                       " x " + std::to_string(ny) + " image (pixels 0.." + std::to_string(nx - 1) + ", 0.." +
+                       std::to_string(ny - 1) + ")");
+    for (std::int64_t y = b.y0; y <= b.y1; ++y)
+      for (std::int64_t x = b.x0; x <= b.x1; ++x) mask[std::size_t(y) * std::size_t(nx) + std::size_t(x)] = 1;
+  }
+  return mask;
+}
+
+MinorCycle hogbom(float* residual, float* model, int nx, int ny, const Image& psf, const std::vector<std::uint8_t>& mask,
+                  double gain, std::int64_t niter, double threshold, const std::string& where,
+                  const std::function<bool()>& cancelled) {
+  const double p0 = psf_centre(psf, where);
+  const int pcx = psf.nx / 2, pcy = psf.ny / 2;
+  const float* p = psf.pixels.data();
+  struct Peak {
+    float abs = -1;
+    std::size_t at = 0;
+  };
+  auto better = [](const Peak& a, const Peak& b) { return a.abs > b.abs || (a.abs == b.abs && a.at < b.at) ? a : b; };
+  auto find_peak = [&] {
+    return tbb::parallel_reduce(
+        tbb::blocked_range<int>(0, ny, 16), Peak{},
+        [&](const tbb::blocked_range<int>& rows, Peak best) {
+          for (int y = rows.begin(); y < rows.end(); ++y)
+            for (std::size_t k = std::size_t(y) * std::size_t(nx), e = k + std::size_t(nx); k < e; ++k)
+              if (mask[k] && std::abs(residual[k]) > best.abs) best = {std::abs(residual[k]), k};
+          return best;
+        },
+        better);
+  };
+  MinorCycle out;
+  double cleaned = 0;
+  out.stop = "niter";
+  for (std::int64_t it = 0;; ++it) {
+    const Peak pk = find_peak();
+    out.peak_residual = std::max(0.0f, pk.abs);
+    if (pk.abs <= threshold) {  // also: an empty mask (abs -1)
+      out.stop = "threshold";
+      break;
+    }
+    if (it >= niter) break;
+    if (cancelled && cancelled()) {
+      out.stop = "cancelled";
+      break;
+    }
+    const int x = int(pk.at % std::size_t(nx)), y = int(pk.at / std::size_t(nx));
+    const double peak = residual[pk.at];
+    const float flux = float(gain * peak / p0);
+    model[pk.at] += flux;
+    cleaned += flux;
+    out.components.push_back({x, y, flux, peak, cleaned});
+    // Image pixel (ix, iy) meets PSF pixel (ix - x + pcx, iy - y + pcy).
+    const int x_lo = std::max(0, x - pcx), x_hi = std::min(nx, x - pcx + psf.nx);
+    const int y_lo = std::max(0, y - pcy), y_hi = std::min(ny, y - pcy + psf.ny);
+    tbb::parallel_for(tbb::blocked_range<int>(y_lo, y_hi, 16), [&](const tbb::blocked_range<int>& rows) {
+      for (int iy = rows.begin(); iy < rows.end(); ++iy) {
+        float* r = residual + std::size_t(iy) * std::size_t(nx);
+        const float* q = p + std::size_t(iy - y + pcy) * std::size_t(psf.nx) + std::size_t(pcx - x);
+        for (int ix = x_lo; ix < x_hi; ++ix) r[ix] -= flux * q[ix];
+      }
+    });
+  }
+  return out;
+}
+
+const std::vector<std::uint8_t>& MaskSource::get(int nx, int ny) {
+  if (mask_.empty() || nx_ != nx || ny_ != ny) {
+    mask_ = make_mask(nx, ny, file_, boxes_);
+    nx_ = nx;
+    ny_ = ny;
+  }
+  return mask_;
+}
+
+MinorCycle clark(float* residual, float* model, int nx, int ny, const Image& psf, const std::vector<std::uint8_t>& mask,
+                 double gain, std::int64_t niter, double threshold, int psf_patch, double cycle_factor,
+                 const std::string& where, const std::function<bool()>& cancelled) {
+  const double p0 = psf_centre(psf, where);
+  const int pnx = psf.nx, pny = psf.ny, pcx = pnx / 2, pcy = pny / 2;
+  auto psf_at = [&](int dx, int dy) {  // the PSF at offset (dx, dy) from its centre; 0 beyond it
+    const int x = dx + pcx, y = dy + pcy;
+    return x < 0 || y < 0 || x >= pnx || y >= pny ? 0.0f : psf.pixels[std::size_t(y) * std::size_t(pnx) + std::size_t(x)];
+  };
+  // The largest sidelobe outside the patch bounds what a patch-only cycle may leave wrong.
+  double sidelobe = 0;
+  for (int y = 0; y < pny; ++y)
+    for (int x = 0; x < pnx; ++x)
+      if (std::abs(x - pcx) > psf_patch || std::abs(y - pcy) > psf_patch)
+        sidelobe = std::max(sidelobe, std::abs(double(psf.pixels[std::size_t(y) * std::size_t(pnx) + std::size_t(x)])) / p0);
+  if (sidelobe >= 1)
+    throw InputError(where + ": the PSF reaches " + std::to_string(sidelobe) + " of its centre outside the " +
+                     std::to_string(2 * psf_patch + 1) + "-pixel patch: give a larger psf_patch");
+
+  // The whole PSF as a circular kernel of 2nx x 2ny: every offset between two image pixels has its own
+  // element, so the FFT convolution is exact (no wrap-around), the same as shifting the PSF image.
+  const int mx = 2 * nx, my = 2 * ny;
+  const std::size_t m = std::size_t(mx) * std::size_t(my);
+  fftw::Buffer kernel = fftw::alloc(m), work = fftw::alloc(m);
+  for (int y = 0; y < my; ++y)
+    for (int x = 0; x < mx; ++x) {
+      const int dx = x < nx ? x : x - mx, dy = y < ny ? y : y - my;
+      kernel[std::size_t(y) * std::size_t(mx) + std::size_t(x)] = psf_at(dx, dy);
+    }
+  auto fwd = fftw::plan_or_throw(0, [&] {
+    return fftwf_plan_dft_2d(my, mx, fftw::as_fftw(work.get()), fftw::as_fftw(work.get()), FFTW_FORWARD, FFTW_ESTIMATE);
+  }, "deconv.clark forward FFT");
+  auto bwd = fftw::plan_or_throw(0, [&] {
+    return fftwf_plan_dft_2d(my, mx, fftw::as_fftw(work.get()), fftw::as_fftw(work.get()), FFTW_BACKWARD, FFTW_ESTIMATE);
+  }, "deconv.clark backward FFT");
+  fftwf_execute_dft(fwd.get(), fftw::as_fftw(kernel.get()), fftw::as_fftw(kernel.get()));
+
+  MinorCycle out;
+  out.stop = "niter";
+  double cleaned = 0;
+  std::vector<std::size_t> active;
+  std::vector<float> value;
+  for (;;) {
+    float peak = -1;
+    for (std::size_t k = 0, n = std::size_t(nx) * std::size_t(ny); k < n; ++k)
+      if (mask[k]) peak = std::max(peak, std::abs(residual[k]));
+    out.peak_residual = std::max(0.0f, peak);
+    if (peak <= threshold) {
+      out.stop = "threshold";
+      break;
+    }
+    if (std::int64_t(out.components.size()) >= niter) break;
+    if (cancelled && cancelled()) {
+      out.stop = "cancelled";
+      break;
+    }
+    // The cycle: Hogbom with the patch on the pixels above the limit. The sidelobes the patch leaves
+    // out add up over the cycle's components, hence the factor; at most half the peak, so that every
+    // cycle has pixels to clean.
+    const double limit = std::max(threshold, std::min(0.5, cycle_factor * sidelobe) * peak);
+    active.clear();
+    value.clear();
+    for (std::size_t k = 0, n = std::size_t(nx) * std::size_t(ny); k < n; ++k)
+      if (mask[k] && std::abs(residual[k]) > limit) {
+        active.push_back(k);
+        value.push_back(residual[k]);
+      }
+    std::fill(work.get(), work.get() + m, cfloat(0, 0));
+    while (std::int64_t(out.components.size()) < niter) {
+      std::size_t best = 0;
+      for (std::size_t i = 1; i < value.size(); ++i)
+        if (std::abs(value[i]) > std::abs(value[best])) best = i;
+      if (!(std::abs(value[best]) > limit)) break;
+      const int x = int(active[best] % std::size_t(nx)), y = int(active[best] / std::size_t(nx));
+      const float flux = float(gain * value[best] / p0);
+      cleaned += flux;
+      out.components.push_back({x, y, flux, value[best], cleaned});
+      model[active[best]] += flux;
+      work[std::size_t(y) * std::size_t(mx) + std::size_t(x)] += flux;
+      for (std::size_t i = 0; i < value.size(); ++i) {
+        const int dx = int(active[i] % std::size_t(nx)) - x, dy = int(active[i] / std::size_t(nx)) - y;
+        if (std::abs(dx) <= psf_patch && std::abs(dy) <= psf_patch) value[i] -= flux * psf_at(dx, dy);
+      }
+    }
+    // The cycle's components, convolved with the whole PSF, off the whole residual.
+    fftwf_execute(fwd.get());
+    tbb::parallel_for(std::size_t(0), m, std::size_t(1) << 14, [&](std::size_t k0) {
+      for (std::size_t k = k0, e = std::min(m, k0 + (std::size_t(1) << 14)); k < e; ++k) work[k] *= kernel[k];
+    });
+    fftwf_execute(bwd.get());
+    const float scale = 1.0f / float(m);
+    tbb::parallel_for(0, ny, [&](int y) {
+      for (int x = 0; x < nx; ++x)
+        residual[std::size_t(y) * std::size_t(nx) + std::size_t(x)] -=
+            work[std::size_t(y) * std::size_t(mx) + std::size_t(x)].real() * scale;
+    });
+  }
+  return out;
+}
+
+std::optional<CleanedImages> run_minor_cycle(
+    Context& ctx, const std::string& type, const Image& dirty, MaskSource& mask, const std::string& components_file,
+    const std::function<MinorCycle(float* residual, float* model, const std::vector<std::uint8_t>& mask)>& run) {
+  if (!dirty.consistent()) throw InputError(type + ": the dirty image has inconsistent size");
+  const std::size_t n = dirty.pixels.size();
+  CleanedImages out{std::make_shared<Image>(dirty), std::make_shared<Image>(dirty)};
+  out.residual->pixels = Array<float>::host(n);
+  std::copy(dirty.pixels.begin(), dirty.pixels.end(), out.residual->pixels.begin());
+  out.model->pixels = Array<float>::host(n);
+  std::fill(out.model->pixels.begin(), out.model->pixels.end(), 0.0f);
+  if (out.model->wcs) out.model->wcs->bunit = "JY/PIXEL";
+  const MinorCycle cycle = run(out.residual->pixels.data(), out.model->pixels.data(), mask.get(dirty.nx, dirty.ny));
+  if (cycle.stop == "cancelled") return std::nullopt;
+  const double cleaned = cycle.components.empty() ? 0.0 : cycle.components.back().cleaned;
+  spdlog::info("{}: {} components, {:.6g} Jy cleaned, peak residual {:.6g} Jy/beam (stopped by {})", ctx.stage_id(),
+               cycle.components.size(), cleaned, cycle.peak_residual, cycle.stop);
+  if (!components_file.empty()) {
+    std::ofstream f(ctx.output_file(components_file));
+    f << "# " << type << " components: iteration x y flux_jy peak_residual_jy cleaned_jy (stopped by " << cycle.stop
+      << ", final peak residual " << cycle.peak_residual << ")\n";
+    char line[160];
+    for (std::size_t i = 0; i < cycle.components.size(); ++i) {
+      const Component& c = cycle.components[i];
+      std::snprintf(line, sizeof line, "%zu %d %d %.9g %.9g %.9g\n", i + 1, c.x, c.y, c.flux, c.peak_residual, c.cleaned);
+      f << line;
+    }
+    f.close();
+    if (!f) throw std::runtime_error("cannot write " + components_file);
+  }
+  return out;
+}
+
+Gaussian fit_main_lobe(const Image& psf, double threshold, const std::string& where) {
+  const double p0 = psf_centre(psf, where);
+  const int nx = psf.nx, ny = psf.ny, cx = nx / 2, cy = ny / 2;
+  auto at = [&](int x, int y) { return double(psf.pixels[std::size_t(y) * std::size_t(nx) + std::size_t(x)]) / p0; };
+  // The main lobe: a flood fill from the centre over pixels >= threshold, plus the centre's 3 x 3.
+  std::vector<std::uint8_t> in(std::size_t(nx) * std::size_t(ny), 0);
+  std::vector<std::pair<int, int>> lobe, todo{{cx, cy}};
+  auto take = [&](int x, int y) {
+    if (x < 0 || y < 0 || x >= nx || y >= ny) return false;
+    auto& f = in[std::size_t(y) * std::size_t(nx) + std::size_t(x)];
+    if (f) return false;
+    f = 1;
+    lobe.emplace_back(x, y);
+    return true;
+  };
+  while (!todo.empty()) {
+    auto [x, y] = todo.back();
+    todo.pop_back();
+    if (x < 0 || y < 0 || x >= nx || y >= ny || at(x, y) < threshold || !take(x, y)) continue;
+    todo.insert(todo.end(), {{x + 1, y}, {x - 1, y}, {x, y + 1}, {x, y - 1}});
+  }
+  for (int dy = -1; dy <= 1; ++dy)
+    for (int dx = -1; dx <= 1; ++dx) take(cx + dx, cy + dy);
+
+  // A start from the weighted linear fit of -ln(psf) = a x^2 + 2 b xy + c y^2 (positive pixels;
+  // weights psf^2 make it close to the least squares on psf itself).
+  std::array<double, 9> m{};
+  std::array<double, 3> r{}, q{};
+  for (auto [ix, iy] : lobe) {
+    const double x = ix - cx, y = iy - cy, v = at(ix, iy);
+    if (!(v > 0) || (x == 0 && y == 0)) continue;
+    const std::array<double, 3> d{x * x, 2 * x * y, y * y};
+    const double w = v * v, t = -std::log(v);
+    for (int i = 0; i < 3; ++i) {
+      r[std::size_t(i)] += w * d[std::size_t(i)] * t;
+      for (int j = 0; j < 3; ++j) m[std::size_t(3 * i + j)] += w * d[std::size_t(i)] * d[std::size_t(j)];
+    }
+  }
+  Gaussian g;
+  if (!solve3(m, r, q) || !is_ellipse(g = {q[0], q[1], q[2]}))
+    throw InputError(where + ": the PSF's main lobe (" + std::to_string(lobe.size()) +
+                     " pixels) is not an elliptical peak: cannot fit a restoring beam");
+
+  // Levenberg-Marquardt on sum (psf - exp(-(a x^2 + 2 b xy + c y^2)))^2.
+  auto cost = [&](const Gaussian& h) {
+    double s = 0;
+    for (auto [ix, iy] : lobe) {
+      const double x = ix - cx, y = iy - cy;
+      const double e = at(ix, iy) - std::exp(-(h.a * x * x + 2 * h.b * x * y + h.c * y * y));
+      s += e * e;
+    }
+    return s;
+  };
+  double lambda = 1e-3, c0 = cost(g);
+  for (int it = 0; it < 100; ++it) {
+    std::array<double, 9> jj{};
+    std::array<double, 3> jr{};
+    for (auto [ix, iy] : lobe) {
+      const double x = ix - cx, y = iy - cy;
+      const double model = std::exp(-(g.a * x * x + 2 * g.b * x * y + g.c * y * y));
+      const std::array<double, 3> d{-x * x * model, -2 * x * y * model, -y * y * model};
+      const double e = at(ix, iy) - model;
+      for (int i = 0; i < 3; ++i) {
+        jr[std::size_t(i)] += d[std::size_t(i)] * e;
+        for (int j = 0; j < 3; ++j) jj[std::size_t(3 * i + j)] += d[std::size_t(i)] * d[std::size_t(j)];
+      }
+    }
+    bool improved = false;
+    while (lambda < 1e12) {
+      auto damped = jj;
+      for (int i = 0; i < 3; ++i) damped[std::size_t(4 * i)] *= 1 + lambda;
+      std::array<double, 3> step{};
+      Gaussian trial = g;
+      if (solve3(damped, jr, step)) trial = {g.a + step[0], g.b + step[1], g.c + step[2]};
+      const double c1 = is_ellipse(trial) ? cost(trial) : INFINITY;
+      if (c1 < c0) {
+        improved = c0 - c1 > 1e-14 * c0;
+        g = trial;
+        c0 = c1;
+        lambda = std::max(lambda / 10, 1e-12);
+        break;
+      }
+      lambda *= 10;
+    }
+    if (!improved) break;
+  }
+  return g;
+}
+
+Beam to_beam(const Gaussian& g, double cell_rad) {
+  const double mean = (g.a + g.c) / 2, half = std::hypot((g.a - g.c) / 2, g.b);
+  const double lmin = mean - half, lmax = mean + half;  // the major axis has the smaller curvature
+  const double px_deg = cell_rad * kRadToDeg;
+  // exp(-lambda u^2) = exp(-u^2 / (2 sigma^2)).
+  auto fwhm = [&](double l) { return kFwhm / std::sqrt(2 * l) * px_deg; };
+  // The minor axis lies at 0.5 atan2(2b, a - c) from +x; the major axis 90 degrees further, which
+  // measured from north (+y) towards east (-x) is that same angle.
+  double pa = half > 0 ? 0.5 * std::atan2(2 * g.b, g.a - g.c) * kRadToDeg : 0.0;
+  if (pa <= -90) pa += 180;
+  return {fwhm(lmin), fwhm(lmax), pa};
+}
+
+Gaussian from_beam(const Beam& b, double cell_rad) {
+  const double px_deg = cell_rad * kRadToDeg;
+  const double smaj = b.bmaj_deg / px_deg / kFwhm, smin = b.bmin_deg / px_deg / kFwhm;
+  const double pa = b.bpa_deg / kRadToDeg;
+  const double ex = -std::sin(pa), ey = std::cos(pa);  // major axis; the minor is (ey, -ex)
+  const double lmaj = 1 / (2 * smaj * smaj), lmin = 1 / (2 * smin * smin);
+  return {lmaj * ex * ex + lmin * ey * ey, (lmaj - lmin) * ex * ey, lmaj * ey * ey + lmin * ex * ex};
+}
+
+void restore(const float* model, const float* residual, float* restored, int nx, int ny, const Gaussian& g) {
+  struct Comp {
+    int x, y;
+    float flux;
+  };
+  std::vector<Comp> comps;
+  for (int y = 0; y < ny; ++y)
+    for (int x = 0; x < nx; ++x)
+      if (float f = model[std::size_t(y) * std::size_t(nx) + std::size_t(x)]; f != 0) comps.push_back({x, y, f});
+  // Out to where the Gaussian falls below 1e-7 of its peak along its major axis.
+  const double lmin = (g.a + g.c) / 2 - std::hypot((g.a - g.c) / 2, g.b);
+  const int reach = int(std::ceil(std::sqrt(std::log(1e7) / lmin)));
+  tbb::parallel_for(tbb::blocked_range<int>(0, ny, 8), [&](const tbb::blocked_range<int>& rows) {
+    for (int y = rows.begin(); y < rows.end(); ++y) {
+      float* out = restored + std::size_t(y) * std::size_t(nx);
+      const float* res = residual + std::size_t(y) * std::size_t(nx);
+      std::vector<double> row(std::size_t(nx), 0.0);
+      for (const Comp& c : comps) {
+        const double dy = y - c.y;
+        if (std::abs(dy) > reach) continue;
+        for (int x = std::max(0, c.x - reach), e = std::min(nx, c.x + reach + 1); x < e; ++x) {
+          const double dx = x - c.x;
+          row[std::size_t(x)] += c.flux * std::exp(-(g.a * dx * dx + 2 * g.b * dx * dy + g.c * dy * dy));
+        }
+      }
+      for (int x = 0; x < nx; ++x) out[x] = float(row[std::size_t(x)] + res[x]);
+    }
+  });
+}
+
+}  // namespace uvflow::clean

@@ -1,0 +1,111 @@
+// CLEAN's building blocks, shared by the deconv.* stages: cleaning masks, the Hogbom and Clark
+// minor cycles and their stages' common work, the fit of an elliptical Gaussian to the PSF's main lobe and the restoring convolution.
+// Images are [y][x], x fastest, the PSF centred on pixel (nx/2, ny/2) as the gridding chain makes it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/payloads/image.hpp"
+#include "runtime/stage.hpp"
+
+namespace uvflow::clean {
+
+// A box of pixels, both corners included.
+struct Box {
+  std::int64_t x0, y0, x1, y1;
+};
+
+// Which pixels may hold components: 1 where the FITS mask `file` is non-zero (and not NaN) or a
+// pixel lies in one of `boxes`; every pixel when neither is given. Throws InputError when the file
+// is not nx x ny or a box leaves the image, naming the file or the box (1-based, as written).
+std::vector<std::uint8_t> make_mask(int nx, int ny, const std::string& file, const std::vector<Box>& boxes);
+
+// The boxes of a `boxes` records parameter (fields x0, y0, x1, y1); ParamError `param` when a box is
+// empty (x1 < x0 or y1 < y0).
+std::vector<Box> boxes_of(const std::vector<Record>& records, const std::string& param);
+
+// The mask of a minor-cycle stage, made when its image's size is first known (prepare(), where the
+// planner knows the dirty image's size, so a bad mask stops the run before it starts) and again if
+// an image of another size arrives.
+class MaskSource {
+ public:
+  MaskSource() = default;
+  MaskSource(std::string file, std::vector<Box> boxes) : file_(std::move(file)), boxes_(std::move(boxes)) {}
+  const std::vector<std::uint8_t>& get(int nx, int ny);
+
+ private:
+  std::string file_;
+  std::vector<Box> boxes_;
+  std::vector<std::uint8_t> mask_;
+  int nx_ = 0, ny_ = 0;
+};
+
+// One CLEAN component and the figures after its subtraction.
+struct Component {
+  int x, y;
+  double flux;           // Jy, added to the model pixel
+  double peak_residual;  // the peak |residual| it was found at (before subtracting it)
+  double cleaned;        // total flux in the model after it
+};
+
+struct MinorCycle {
+  std::vector<Component> components;
+  double peak_residual = 0;  // the peak |residual| (within the mask) when it stopped
+  std::string stop;          // "niter", "threshold" or "cancelled"
+};
+
+// Hogbom CLEAN on `residual` (the dirty image on entry; nx x ny) into `model` (added to): find the
+// peak of |residual| within `mask`, add gain * peak / psf(centre) to the model there, subtract that
+// times the PSF centred there (over the overlap of the PSF and the image), until `niter` components
+// or the peak is at most `threshold`. Ties go to the first pixel in memory order, so the components
+// are the same on every run. Throws InputError (naming `where`) unless the PSF's centre is positive.
+MinorCycle hogbom(float* residual, float* model, int nx, int ny, const Image& psf, const std::vector<std::uint8_t>& mask,
+                  double gain, std::int64_t niter, double threshold, const std::string& where,
+                  const std::function<bool()>& cancelled);
+
+// Clark CLEAN: image-plane cycles, each selecting the pixels whose |residual| exceeds cycle_factor
+// times the largest PSF sidelobe outside a (2 psf_patch + 1)^2 patch times the peak (at most half
+// the peak; at least threshold), running Hogbom on those pixels alone with the patch, then subtracting
+// the cycle's components from the whole residual exactly, by FFT convolution with the whole PSF (over
+// the same overlap as hogbom()).
+// Stops like hogbom(); a component's peak_residual is the value the patch-based cycle found.
+MinorCycle clark(float* residual, float* model, int nx, int ny, const Image& psf, const std::vector<std::uint8_t>& mask,
+                 double gain, std::int64_t niter, double threshold, int psf_patch, double cycle_factor,
+                 const std::string& where, const std::function<bool()>& cancelled);
+
+// What a minor-cycle stage does around its algorithm: the residual starts as a copy of `dirty`, the
+// model (JY/PIXEL) at 0, both with the dirty image's sky coordinates; `run` cleans them; the outcome is
+// logged and, with `components_file`, each component written there (a line per iteration: index, x,
+// y, flux, peak residual, flux cleaned). Nothing when the run was cancelled.
+struct CleanedImages {
+  std::shared_ptr<Image> model, residual;
+};
+std::optional<CleanedImages> run_minor_cycle(
+    Context& ctx, const std::string& type, const Image& dirty, MaskSource& mask, const std::string& components_file,
+    const std::function<MinorCycle(float* residual, float* model, const std::vector<std::uint8_t>& mask)>& run);
+
+// exp(-(a x^2 + 2 b x y + c y^2)), x and y in pixels from the centre.
+struct Gaussian {
+  double a = 0, b = 0, c = 0;
+};
+
+// The least-squares fit of a peak-1 elliptical Gaussian centred on the PSF's centre to the PSF's
+// main lobe: the pixels connected to the centre whose value is at least `threshold` times the
+// centre's, and the 3 x 3 around it. Throws InputError (naming `where`) when the centre is not
+// positive or the lobe is not an ellipse (too few pixels, a divergent fit).
+Gaussian fit_main_lobe(const Image& psf, double threshold, const std::string& where);
+
+// FWHM axes (degrees, for pixels of `cell_rad`) and position angle (degrees east of north, RA
+// increasing to the left, in (-90, 90]) of `g`, and back.
+Beam to_beam(const Gaussian& g, double cell_rad);
+Gaussian from_beam(const Beam& b, double cell_rad);
+
+// restored = model convolved with `g` (a component of S Jy becomes a Gaussian of peak S) + residual.
+void restore(const float* model, const float* residual, float* restored, int nx, int ny, const Gaussian& g);
+
+}  // namespace uvflow::clean
