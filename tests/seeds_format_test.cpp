@@ -210,8 +210,12 @@ TEST_F(SeedsFile, ReadGriddedWrittenMatchesTheReference) {
     const GridFile serial_npy = read_npy(dir / "serial.npy", n), serial = read_expected_output(dir / "serial.grid", n);
     const GridFile tiled_npy = read_npy(dir / "tiled.grid", n), tiled = read_expected_output(dir / "tiled.npy2", n);
     EXPECT_TRUE(serial_npy.cells == serial.cells);
-    EXPECT_TRUE(tiled_npy.cells == tiled.cells);
-    EXPECT_TRUE(read_file(dir / "tiled.npy") == read_file(dir / "tiled.grid"));
+    // The three grid.tiled runs (format by extension or by `format`) agree to float rounding only:
+    // thread scheduling orders the central box's sums, so not bit for bit.
+    auto as_double = [](const std::vector<cfloat>& v) { return std::vector<cdouble>(v.begin(), v.end()); };
+    EXPECT_LT(relative_frobenius(tiled_npy.cells, as_double(tiled.cells)), 1e-6);
+    EXPECT_EQ(read_file(dir / "tiled.npy").size(), read_file(dir / "tiled.grid").size());
+    EXPECT_LT(relative_frobenius(read_npy(dir / "tiled.npy", n).cells, as_double(tiled_npy.cells)), 1e-6);
     for (const GridFile* g : {&serial, &tiled}) {
       SCOPED_TRACE(g == &serial ? "grid.serial" : "grid.tiled");
       EXPECT_LT(relative_frobenius(g->cells, ref.cells), 1e-5);
