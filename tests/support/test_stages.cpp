@@ -10,6 +10,9 @@
 #include "runtime/error.hpp"
 #include "runtime/stage_decl.hpp"
 
+// A real invalid access, on purpose; UBSan would diagnose the null store before it faults.
+__attribute__((no_sanitize("undefined"))) static void segfault() { *static_cast<volatile int*>(nullptr) = 1; }
+
 namespace uvflow::test {
 
 std::vector<std::int64_t>& sum_order() {
@@ -193,7 +196,7 @@ class Crash : public DeclaredStage<crash::decl> {
  public:
   void process(Context& ctx) override {
     if (ctx.item() == params().at) {
-      if (params().how == "segv") *static_cast<volatile int*>(nullptr) = 1;  // a plugin's bug, on purpose
+      if (params().how == "segv") segfault();  // a plugin's bug, on purpose
       if (params().how == "abort") std::abort();
       if (params().how == "alloc") {
         auto huge = Array<double>::host(std::size_t(1) << 55);  // 256 PiB: more than any machine has
