@@ -15,6 +15,7 @@
 #include "runtime/payloads/image.hpp"
 #include "stages/degrid/wproj.hpp"
 #include "stages/fft/image_to_grid.hpp"
+#include "stages/grid/serial.hpp"
 #include "stages/uvw/w_sort.hpp"
 #include "tests/support/degrid_cases.hpp"
 #include "tests/support/gpu_test.hpp"
@@ -135,6 +136,34 @@ TEST_P(DegridGpu, MatchesTheCpuBackendRawAndPlaced) {
         EXPECT_LT(relative_rms(out->vis, want->vis), 1e-5);
       }
     }
+  }
+}
+
+// <degrid(G), V> = <G, grid(V)> with the degridding done on the device by this variant and the
+// gridding by grid.serial on the host (unit weights): each cuda design is the adjoint of gridding
+// itself, not only through the cpu backend it equals.
+TEST_P(DegridGpu, IsTheAdjointOfGridding) {
+  auto ks = test::wproj_stack(128, 60, 8, 1.2, 400);
+  auto dks = moved(ks, Location::device);
+  for (std::uint64_t seed : test::seeds(20261124)) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    std::shared_ptr<VisBlock> v = test::random_block(*ks, 5000, rng);
+    label(*v, rng);
+    std::shared_ptr<const Grid> g = test::random_grid(*ks, rng);
+    auto pred = moved(degrid("cuda", moved(g, Location::device), dks, moved(std::shared_ptr<const VisBlock>(v), Location::device)),
+                      Location::host);
+    StageHarness gr(grid_serial::spec(), "cpu");
+    gr.set_input("kernels", ks);
+    gr.process({{"vis", std::shared_ptr<const VisBlock>(v)}});
+    gr.finish();
+    auto gridded = gr.output<Grid>("grid");
+    std::complex<double> lhs = 0, rhs = 0;
+    for (std::size_t i = 0; i < v->size(); ++i)
+      lhs += std::conj(std::complex<double>(pred->vis[i])) * std::complex<double>(v->vis[i]);
+    for (std::size_t c = 0; c < g->cells.size(); ++c)
+      rhs += std::conj(std::complex<double>(g->cells[c])) * std::complex<double>(gridded->cells[c]);
+    EXPECT_LT(std::abs(lhs - rhs), 1e-5 * std::abs(rhs)) << lhs << " vs " << rhs;
   }
 }
 
