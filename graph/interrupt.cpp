@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 
 namespace uvflow {
@@ -58,6 +59,38 @@ extern "C" void on_crash(int sig) {
   raise(sig);  // delivered when the handler returns; a fault recurs at the faulting instruction
 }
 
+// A stack overflow faults with no stack left to run the handler on, so each thread that runs
+// stages gets its own signal stack, made the first time it opens a scope (TBB creates the worker
+// threads, so no earlier hook exists) and unregistered before the thread frees it.
+class AltStack {
+ public:
+  AltStack() : memory_(std::malloc(kSize)) {
+    if (!memory_) return;  // no stack: the crash still ends the process, unreported
+    stack_t ss{};
+    ss.ss_sp = memory_;
+    ss.ss_size = kSize;
+    if (sigaltstack(&ss, nullptr) != 0) {
+      std::free(memory_);
+      memory_ = nullptr;
+    }
+  }
+  ~AltStack() {
+    if (!memory_) return;
+    stack_t off{};
+    off.ss_flags = SS_DISABLE;
+    sigaltstack(&off, nullptr);
+    std::free(memory_);
+  }
+  AltStack(const AltStack&) = delete;
+  AltStack& operator=(const AltStack&) = delete;
+
+ private:
+  static constexpr std::size_t kSize = 64 * 1024;  // the handler needs a few hundred bytes
+  void* memory_;
+};
+
+void ensure_alt_stack() { thread_local AltStack stack; }
+
 }  // namespace
 
 void install_signal_handlers() {
@@ -67,7 +100,9 @@ void install_signal_handlers() {
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaction(sig, &sa, nullptr);
   struct sigaction crash {};
   crash.sa_handler = on_crash;
+  crash.sa_flags = SA_ONSTACK;
   sigemptyset(&crash.sa_mask);
+  ensure_alt_stack();
   for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) sigaction(sig, &crash, nullptr);
 }
 
@@ -77,6 +112,7 @@ bool interrupt_requested() { return g_signal.load() != 0; }
 void clear_interrupt() { g_signal.store(0); }
 
 CrashScope::CrashScope(const char* what) : previous_(t_current), slot_(-1) {
+  ensure_alt_stack();
   std::strncpy(text_, what, sizeof text_ - 1);
   text_[sizeof text_ - 1] = '\0';
   t_current = text_;

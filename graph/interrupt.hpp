@@ -3,7 +3,8 @@
 // (Interrupted::exit_code). SIGSEGV, SIGBUS, SIGFPE, SIGILL and SIGABRT are crashes (in a stage,
 // a plugin's too): the handler writes which stage and item the crashing thread was running (a
 // CrashScope the stage's node opened), or else which were running, and the signal then ends the
-// process as it would have (exit 139, 134, ...).
+// process as it would have (exit 139, 134, ...). The crash handler runs on a signal stack of its
+// own in every thread that runs stages, so a stack overflow is reported too.
 #pragma once
 
 #include <csignal>

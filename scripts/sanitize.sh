@@ -3,7 +3,8 @@
 #   asan  AddressSanitizer + UndefinedBehaviorSanitizer (+ LeakSanitizer) in build-asan/: every cpu
 #         test (ctest -L cpu);
 #   tsan  ThreadSanitizer in build-tsan/: the framework and executor tests (framework_test,
-#         Pipelines.*) and the command's tests (cli).
+#         Pipelines.*) and the command's tests (cli), against a oneTBB built with TSan from
+#         Debian's source package (the script adds a deb-src entry and builds it once).
 #   scripts/sanitize.sh [asan] [tsan]      (both when none is named)
 # Any report fails the test it happens in (halt_on_error). scripts/sanitizers/ubsan.supp holds the
 # one suppression (oneTBB's header), with the reason; the tests left out say why below. JOBS
@@ -19,13 +20,15 @@ kinds=("$@")
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 
-# build DIR FLAGS [TARGET...]: configure and build with FLAGS the targets (all, tests included, when none).
+# build DIR FLAGS [TARGET...]: configure and build with FLAGS the targets (all, tests included, when none);
+# the array cmake_extra adds configure options.
+cmake_extra=()
 build() {
   local dir=$1 flags=$2; shift 2
   local targets=()
   [ $# -gt 0 ] && targets=(--target "$@")
   mkdir -p "$dir"
-  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUVFLOW_CUDA=OFF "${launcher[@]}" \
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUVFLOW_CUDA=OFF "${launcher[@]}" "${cmake_extra[@]}" \
         -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
         -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" -DCMAKE_MODULE_LINKER_FLAGS="$flags" \
         >"$dir/configure.log" || { cat "$dir/configure.log"; return 1; }
@@ -43,6 +46,28 @@ run_tests() {
     grep -E "tests passed|Failed|\*\*\*|SUMMARY: .*Sanitizer" "$log" | head -40
     return 1
   fi
+}
+
+# tbb_tsan PREFIX: oneTBB built with TBB_SANITIZE=thread from Debian's own source of the libtbb
+# uvflow links (the same version), installed in PREFIX; done once. Debian's binary package is not
+# instrumented: TSan would report every message a flow-graph task hands to the next as a race.
+tbb_tsan() {
+  local prefix=$1
+  [ -f "$prefix/lib/cmake/TBB/TBBConfig.cmake" ] && return 0
+  local version src
+  version=$(dpkg-query -W -f '${source:Version}' libtbb-dev)
+  src=$(mktemp -d)
+  if ! grep -rqs "^Types:.*deb-src" /etc/apt/sources.list.d/ && ! grep -qs "^deb-src" /etc/apt/sources.list; then
+    sed 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sources >/etc/apt/sources.list.d/uvflow-deb-src.sources
+    apt-get update -qq
+  fi
+  echo "sanitize: building oneTBB $version with TSan (log: $prefix.log)"
+  (cd "$src" && apt-get source -qq --download-only "onetbb=$version" && tar xf onetbb_*.orig.tar.*) >"$prefix.log" 2>&1 &&
+    cmake -S "$src"/oneTBB-* -B "$src/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTBB_SANITIZE=thread -DTBB_STRICT=OFF \
+          -DTBB_TEST=OFF -DTBB_EXAMPLES=OFF -DTBBMALLOC_BUILD=OFF -DCMAKE_INSTALL_PREFIX="$prefix" >>"$prefix.log" 2>&1 &&
+    nice -n "$nice" cmake --build "$src/build" -j"$jobs" >>"$prefix.log" 2>&1 &&
+    cmake --install "$src/build" >>"$prefix.log" 2>&1 || { tail -20 "$prefix.log"; rm -rf "$src"; return 1; }
+  rm -rf "$src"
 }
 
 status=0
@@ -76,20 +101,17 @@ for kind in "${kinds[@]}"; do
       unset ASAN_OPTIONS UBSAN_OPTIONS
       ;;
     tsan)
+      tbb_tsan "$root/build-tsan/onetbb-tsan" || { status=1; continue; }
+      cmake_extra=(-DTBB_DIR="$root/build-tsan/onetbb-tsan/lib/cmake/TBB")
       build build-tsan "-fno-omit-frame-pointer -fsanitize=thread" \
             framework_test ms_test straylight_test uvflow_cli test_stages_plugin || { status=1; continue; }
-      # Debian's libtbb is not built with -fsanitize=thread: TSan cannot see the synchronisation in
-      # its scheduler, and reports every message a flow-graph task hands to the next one (copied into
-      # the task in one thread, read by its body in another) and TBB's own task objects and range
-      # splitting as races. Confined to one CPU, TBB starts no worker threads: the graph runs on the
-      # calling thread, and what TSan checks is uvflow's own threads (the run watcher, signal
-      # handling, cancellation) against it. All threads need a oneTBB built with TBB_SANITIZE=thread.
+      # The graph's hand-offs happen inside oneTBB, so TSan must see its synchronisation: the
+      # tests run against the instrumented oneTBB (tbb_tsan), on every CPU.
       export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:allocator_may_return_null=1"
-      cpus=$(taskset -pc $$ | sed 's/.*: //')
-      taskset -pc "${cpus%%[-,]*}" $$ >/dev/null  # this script and what it starts, until restored
-      run_tests build-tsan sanitize.log -R '^(Fixture\.|Harness\.|Prepare\.|Pipelines\.|cli$)' || status=1
-      taskset -pc "$cpus" $$ >/dev/null
+      LD_LIBRARY_PATH="$root/build-tsan/onetbb-tsan/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+        run_tests build-tsan sanitize.log -R '^(Fixture\.|Harness\.|Prepare\.|Pipelines\.|cli$)' || status=1
       unset TSAN_OPTIONS
+      cmake_extra=()
       ;;
     *) echo "usage: scripts/sanitize.sh [asan] [tsan]" >&2; exit 2 ;;
   esac

@@ -238,6 +238,10 @@ check "segfault names stage and item" grep -q "^fatal: SIGSEGV (invalid memory a
 run --plugin-path "$plugins" run --no-progress "$src/tests/pipelines/crash.yaml" --set crash.how=abort
 check "abort exits 134" [ "$rc" -eq 134 ]
 check "abort names stage and item" grep -q "^fatal: SIGABRT (aborted) in stage 'crash' (backend cpu, item 3)" err.txt
+# A stack overflow leaves no stack for the handler: it runs on the thread's signal stack.
+run --plugin-path "$plugins" run --no-progress "$src/tests/pipelines/crash.yaml" --set crash.how=stack
+check "stack overflow exits 139" [ "$rc" -eq 139 ]
+check "stack overflow names stage and item" grep -q "^fatal: SIGSEGV (invalid memory access) in stage 'crash' (backend cpu, item 3)" err.txt
 run --plugin-path "$plugins" run --no-progress "$src/tests/pipelines/crash.yaml" --set crash.how=alloc
 check "out of memory exits 5" [ "$rc" -eq 5 ]
 check "out of memory names stage, item and size" \

@@ -432,6 +432,27 @@ TEST(WriteReadMs, SimulatorRoundTripsOnFreshRandomSettings) {
              {{"rows_per_block", std::int64_t(rng() % 3000)}});
 }
 
+// A Measurement Set that does not fit: casacore's message reaches the user naming the user's path,
+// not the run's temporary copy, and the temporaries are removed.
+TEST(WriteMs, FullDiskNamesTheUsersPath) {
+  test::TempDir dir;
+  test::FullDisk disk(dir / "small");
+  if (!disk.mounted) GTEST_SKIP() << "cannot mount a small tmpfs here (needs root)";
+  const std::string path = (disk.at / "big.ms").string();
+  const Stream sim = simulate({{"preset", std::string("tiny")}, {"channels", std::int64_t(4)}});
+  std::string error;
+  try {
+    write_ms(sim, path);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  ASSERT_FALSE(error.empty()) << "a Measurement Set larger than 64 KiB was written";
+  EXPECT_NE(error.find(path), std::string::npos) << error;
+  EXPECT_EQ(error.find(".tmp"), std::string::npos) << error;
+  EXPECT_NE(error.find("No space left on device"), std::string::npos) << error;
+  EXPECT_TRUE(std::filesystem::is_empty(disk.at)) << "the temporaries are removed";
+}
+
 // ---------------------------------------------------------------- hand-made Measurement Sets
 
 TEST(ReadMs, LinearAndCircularCorrelationsMakeStokesAsWSCleanDoes) {

@@ -160,19 +160,6 @@ TEST(WritePng, PreviewIsFlippedNorthUpAndStretched) {
 
 namespace {
 
-// A small file system that fills up: a 64 KiB tmpfs (needs root; skipped otherwise).
-struct FullDisk {
-  std::filesystem::path at;
-  bool mounted = false;
-  explicit FullDisk(const std::filesystem::path& p) : at(p) {
-    std::filesystem::create_directories(at);
-    mounted = std::system(("mount -t tmpfs -o size=64k tmpfs " + at.string() + " 2>/dev/null").c_str()) == 0;
-  }
-  ~FullDisk() {
-    if (mounted) (void)!std::system(("umount " + at.string()).c_str());
-  }
-};
-
 // Runs `f` in a child process as an unprivileged user (root ignores permissions); true when it
 // returned true.
 template <class F>
@@ -219,7 +206,7 @@ TEST(WritePng, PlantedLinkIsNotFollowed) {
 // A full disk: the message says so and names the user's path, not the temporary.
 TEST(Writers, FullDiskSaysNoSpaceAndNamesTheUsersPath) {
   test::TempDir dir;
-  FullDisk disk(dir / "small");
+  test::FullDisk disk(dir / "small");
   if (!disk.mounted) GTEST_SKIP() << "cannot mount a small tmpfs here (needs root)";
   const std::string fits = (disk.at / "big.fits").string(), png = (disk.at / "big.png").string();
   auto img = random_image(256, 256, 11, true);  // 256 KiB of float pixels, incompressible for the PNG too

@@ -41,6 +41,42 @@ double uniform(std::uint64_t seed, std::uint64_t key) {
   return double(z >> 11) * 0x1.0p-53;
 }
 
+// casacore cannot report a full disk: its storage managers flush again in their destructors while
+// the first error unwinds, and that second exception ends the process. So each write first checks
+// the free space beside the temporary copy: twice what it adds, plus room for the tiles the
+// storage managers allocate ahead (a new set with a few rows takes about 5 MiB).
+constexpr std::uintmax_t kTileSpare = 16u << 20;
+
+void ensure_space(const std::string& tmp, const std::string& shown, std::uintmax_t bytes, const std::string& what) {
+  std::error_code ec;
+  const auto space = std::filesystem::space(std::filesystem::path(tmp).parent_path(), ec);
+  if (ec) return;  // unknown: the write itself will tell
+  const std::uintmax_t need = 2 * bytes + kTileSpare;
+  auto mib = [](std::uintmax_t b) { return std::to_string((b + (1u << 19)) >> 20) + " MiB"; };
+  if (space.available < need)
+    throw OutputError("cannot write " + shown + ": No space left on device (" + mib(space.available) + " free; " + what +
+                      " needs about " + mib(need) + ")");
+}
+
+// casacore's messages name the table it was given, the run's temporary copy: name the user's path.
+template <class F>
+void naming_user_path(const std::string& tmp, const std::string& shown, F&& write) {
+  auto renamed = [&](std::string m) {
+    for (const std::string& t : {std::filesystem::absolute(tmp).string(), tmp})
+      for (std::size_t at; (at = m.find(t)) != std::string::npos;) m.replace(at, t.size(), shown);
+    return m;
+  };
+  try {
+    write();
+  } catch (const InputError& e) {
+    throw InputError(renamed(e.what()));
+  } catch (const OutputError& e) {
+    throw OutputError(renamed(e.what()));
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(renamed(e.what()));
+  }
+}
+
 // Writes blocks into one column of an existing Measurement Set. The set is never changed while
 // the run goes on: its copy at the run's temporary path (hard links to the files that writing the
 // column leaves alone, copies of the others) is written, and replaces it when the run succeeds.
@@ -66,8 +102,11 @@ class ColumnUpdate {
   // The copy, with the column ready (added if it was missing).
   void open(Context& ctx) {
     tmp_ = ctx.output_file(path_).string();
+    ensure_space(tmp_, path_, cell_bytes(target_.rows), "a copy of column " + column_);
     link_copy(path_, tmp_, true);
-    ms::prepare_column(tmp_, column_, int(target_.correlations.size()), int(target_.chan_freq_hz.size()));
+    naming_user_path(tmp_, path_, [&] {
+      ms::prepare_column(tmp_, column_, int(target_.correlations.size()), int(target_.chan_freq_hz.size()));
+    });
     opened_ = true;
   }
   bool opened() const { return opened_; }
@@ -101,19 +140,23 @@ class ColumnUpdate {
       std::size_t j = i + 1;
       while (j < n && row[order[j]] - row[order[j - 1]] <= kRowGap) ++j;
       const std::int64_t first = row[order[i]], count = row[order[j - 1]] - first + 1;
-      ms::get_cells(tmp_, column_, first, count, cells);
+      naming_user_path(tmp_, path_, [&] { ms::get_cells(tmp_, column_, first, count, cells); });
       for (std::size_t q = i; q < j; ++q) {
         const std::size_t k = order[q];
         cfloat* cell = &cells[(std::size_t(row[k] - first) * nchan + std::size_t(channel_[std::size_t(b.channel[k])])) * ncorr];
         for (std::size_t p = 0; p < ncorr; ++p) cell[p] = parallel_[p] ? b.vis[k] : cfloat(0);
       }
-      ms::put_cells(tmp_, column_, first, count, cells);
+      naming_user_path(tmp_, path_, [&] { ms::put_cells(tmp_, column_, first, count, cells); });
       i = j;
     }
   }
 
  private:
   static constexpr std::int64_t kRowGap = 64;
+
+  std::uintmax_t cell_bytes(std::int64_t rows) const {
+    return std::uintmax_t(rows) * target_.chan_freq_hz.size() * target_.correlations.size() * sizeof(cfloat);
+  }
 
   struct Key {
     double time;
@@ -247,7 +290,14 @@ class WriteMs : public DeclaredStage<decl> {
     if (tmp_.empty()) create(ctx);
     check_block(*block);
     if (block->size() == 0) return;
-    ms::append_rows(tmp_, rows_of(*block));
+    const ms::Rows rows = rows_of(*block);
+    // Per row: the cells of DATA, FLAG (bits) and WEIGHT_SPECTRUM, WEIGHT and SIGMA, and 128 bytes
+    // of UVW and the scalar columns.
+    const std::uintmax_t bytes = rows.data.size() * sizeof(cfloat) + rows.flag.size / 8 +
+                                 (rows.weight_spectrum.size() + 2 * rows.weight.size()) * sizeof(float) +
+                                 std::uintmax_t(rows.rows) * 128;
+    ensure_space(tmp_, path_, bytes, "block " + std::to_string(block->index));
+    naming_user_path(tmp_, path_, [&] { ms::append_rows(tmp_, rows); });
   }
 
   void finish(Context& ctx) override {
@@ -263,7 +313,9 @@ class WriteMs : public DeclaredStage<decl> {
       antennas.emplace_back().name = "A";
       antennas.back().name += std::to_string(a);
     }
-    ms::finish_ms(tmp_, antennas, rows_written_ ? first_time_ : 0, rows_written_ ? last_time_ : 0);
+    ensure_space(tmp_, path_, antennas.size() * 1024, "the ANTENNA and FEED tables");
+    naming_user_path(tmp_, path_,
+                     [&] { ms::finish_ms(tmp_, antennas, rows_written_ ? first_time_ : 0, rows_written_ ? last_time_ : 0); });
   }
 
  private:
@@ -281,7 +333,8 @@ class WriteMs : public DeclaredStage<decl> {
     layout.origin = obs_->origin;
     layout.weight_spectrum = weight_spectrum_;
     tmp_ = ctx.output_file(path_).string();
-    ms::create_ms(tmp_, layout);
+    ensure_space(tmp_, path_, 0, "a new Measurement Set");
+    naming_user_path(tmp_, path_, [&] { ms::create_ms(tmp_, layout); });
   }
 
   void check_block(const VisBlock& b) {

@@ -1,6 +1,7 @@
 // A fresh folder per test, removed afterwards; files written into it by name.
 #pragma once
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -29,6 +30,21 @@ class TempDir {
 
  private:
   std::filesystem::path path_;
+};
+
+// A small file system that fills up: a 64 KiB tmpfs (needs root; tests skip when not mounted).
+struct FullDisk {
+  std::filesystem::path at;
+  bool mounted = false;
+  explicit FullDisk(const std::filesystem::path& p) : at(p) {
+    std::filesystem::create_directories(at);
+    mounted = std::system(("mount -t tmpfs -o size=64k tmpfs " + at.string() + " 2>/dev/null").c_str()) == 0;
+  }
+  ~FullDisk() {
+    if (mounted) (void)!std::system(("umount " + at.string()).c_str());
+  }
+  FullDisk(const FullDisk&) = delete;
+  FullDisk& operator=(const FullDisk&) = delete;
 };
 
 }  // namespace uvflow::test

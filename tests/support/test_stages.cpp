@@ -13,6 +13,15 @@
 // A real invalid access, on purpose; UBSan would diagnose the null store before it faults.
 __attribute__((no_sanitize("undefined"))) static void segfault() { *static_cast<volatile int*>(nullptr) = 1; }
 
+// Recursion far deeper than any stack, which the compiler can neither turn into a loop nor remove:
+// each frame keeps a page that is written and read after the call.
+__attribute__((noinline)) static int overflow_stack(int depth) {
+  if (depth == 1 << 30) return 0;  // 4 TiB of stack: never reached
+  volatile char page[4096];
+  page[depth % 4096] = char(depth);
+  return overflow_stack(depth + 1) + page[(depth * 7) % 4096];
+}
+
 namespace uvflow::test {
 
 std::vector<std::int64_t>& sum_order() {
@@ -184,11 +193,11 @@ struct Params {
 };
 const StageDecl<Params> decl{
     .type = "test.crash",
-    .summary = "pass items through; at item `at`, crash (segv, abort) or ask for more memory than there is (alloc)",
+    .summary = "pass items through; at item `at`, crash (segv, abort, stack overflow) or ask for more memory than there is (alloc)",
     .inputs = {in},
     .outputs = {out},
     .params = {{&Params::at, {.name = "at", .min = 0, .max = 1e6, .doc = "item that crashes"}},
-               {&Params::how, {.name = "how", .choices = {"segv", "abort", "alloc"}, .doc = "how it crashes"}}},
+               {&Params::how, {.name = "how", .choices = {"segv", "abort", "stack", "alloc"}, .doc = "how it crashes"}}},
 };
 }  // namespace crash
 
@@ -198,6 +207,7 @@ class Crash : public DeclaredStage<crash::decl> {
     if (ctx.item() == params().at) {
       if (params().how == "segv") segfault();  // a plugin's bug, on purpose
       if (params().how == "abort") std::abort();
+      if (params().how == "stack") overflow_stack(0);
       if (params().how == "alloc") {
         auto huge = Array<double>::host(std::size_t(1) << 55);  // 256 PiB: more than any machine has
         (void)huge;
