@@ -58,10 +58,8 @@ void StageNode::build(flow::graph& g) {
         return inv;
       }
       inv.index = next_tick_++;
-      auto alive = run_.alive;
-      auto* lim = limiter_.get();
-      inv.tokens.push_back(std::make_shared<Token>(
-          [lim] { lim->decrementer().try_put(flow::continue_msg()); }, run_.watcher, alive));
+      inv.tick = true;  // its token is made when it runs (run()): input_node keeps a copy of the
+                        // last item it handed out, which would hold the permit past its release
       return inv;
     });
     limiter_ = std::make_unique<flow::limiter_node<Invocation>>(g, size_t(run_.plan.run.max_in_flight));
@@ -188,6 +186,12 @@ void StageNode::run(const Invocation& inv) {
   device::Event t_start;
   auto t0 = Clock::now();
   double t0s = run_.since_start();
+  Tokens tokens = inv.tokens;
+  if (inv.tick) {
+    auto* lim = limiter_.get();
+    tokens.push_back(std::make_shared<Token>([lim] { lim->decrementer().try_put(flow::continue_msg()); },
+                                             run_.watcher, run_.alive));
+  }
   try {
     PayloadMap inputs = inv.inputs;
     {
@@ -213,12 +217,12 @@ void StageNode::run(const Invocation& inv) {
 
     if (cuda_) {
       device_times_.add(t_start, state_.stream.record(true));
-      stamp_call(state_.stream, inv.inputs, ctx.outbox, inv.tokens, *run_.watcher);
+      stamp_call(state_.stream, inv.inputs, ctx.outbox, tokens, *run_.watcher);
     }
     if (inv.finish || inv.start) {
       for (auto& [port, p] : ctx.outbox) forward(port, std::move(p), {}, -1);
     } else {
-      for (auto& [port, p] : ctx.outbox) forward(port, std::move(p), inv.tokens, inv.index);
+      for (auto& [port, p] : ctx.outbox) forward(port, std::move(p), tokens, inv.index);
     }
   } catch (const InputError& e) {
     run_.fail(std::make_exception_ptr(StageError(inst_.id, inst_.backend, cuda_ ? run_.device_name : "host",

@@ -36,6 +36,7 @@ struct Msg {
 struct Invocation {
   bool finish = false;
   bool start = false;  // a source's start(): its up-front once outputs
+  bool tick = false;   // a source's item: holds a permit of its limiter while anything made from it lives
   std::int64_t index = 0;
   PayloadMap inputs;
   Tokens tokens;
