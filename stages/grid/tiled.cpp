@@ -1,7 +1,6 @@
 #include "stages/grid/tiled.hpp"
 
 #include <oneapi/tbb/blocked_range.h>
-#include <oneapi/tbb/enumerable_thread_specific.h>
 #include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/parallel_invoke.h>
 #include <oneapi/tbb/parallel_reduce.h>
@@ -9,6 +8,7 @@
 #include <oneapi/tbb/task_arena.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <vector>
@@ -268,8 +268,10 @@ class TiledGridder : public DeclaredStage<decl> {
       return;
     }
 
-    // Central box (NAG memo Listing 11): its entries are split across threads, each adding into
-    // its own copy of the box; the copies are summed into the grid afterwards.
+    // Central box (NAG memo Listing 11): its entries are split into kCentralParts fixed parts,
+    // each added into its own copy of the box, and the copies are summed into the grid in part
+    // order: the same sums in the same order whatever the threads do, so the grid is
+    // bit-for-bit reproducible (per-thread copies were summed in whichever order threads ran).
     const CellBox box{std::max(0, l.origin_u + int(cu0) * l.tile_u),
                       std::min(grid_size - 1, l.origin_u + int(cu1 + 1) * l.tile_u - 1),
                       std::max(0, l.origin_v + int(cv0) * l.tile_v),
@@ -277,18 +279,17 @@ class TiledGridder : public DeclaredStage<decl> {
     const std::int64_t width = box.u1 - box.u0 + 1, height = box.v1 - box.v0 + 1;
     std::vector<std::int64_t> start(central.size() + 1, 0);  // central entries, numbered tile after tile
     for (std::size_t i = 0; i < central.size(); ++i) start[i + 1] = start[i] + offsets[central[i] + 1] - offsets[central[i]];
-    ++pass_;
+    const std::int64_t entries = start.back();
+    for (auto& part : parts_)
+      if (part.size() < std::size_t(width * height)) part.assign(std::size_t(width * height), cfloat(0));
     auto centre = [&] {
-      tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, start.back(), 16), [&](const tbb::blocked_range<std::int64_t>& r) {
-        LocalBox& local = local_.local();
-        if (local.pass != pass_) {
-          if (local.cells.size() < std::size_t(width * height)) local.cells.resize(std::size_t(width * height));
-          local.pass = pass_;
-        }
-        std::size_t i = std::upper_bound(start.begin(), start.end(), r.begin()) - start.begin() - 1;
-        for (std::int64_t x = r.begin(); x < r.end(); ++i) {
-          const std::int64_t t = central[i], run_end = std::min(r.end(), start[i + 1]);
-          tiles.grid(t, offsets[t] + x - start[i], offsets[t] + run_end - start[i], local.cells.data(), box.u0, box.v0, width);
+      tbb::parallel_for(0, kCentralParts, [&](int k) {
+        const std::int64_t x0 = entries * k / kCentralParts, x1 = entries * (k + 1) / kCentralParts;
+        std::size_t i = std::upper_bound(start.begin(), start.end(), x0) - start.begin() - 1;
+        for (std::int64_t x = x0; x < x1; ++i) {
+          const std::int64_t t = central[i], run_end = std::min(x1, start[i + 1]);
+          tiles.grid(t, offsets[t] + x - start[i], offsets[t] + run_end - start[i], parts_[k].data(), box.u0, box.v0,
+                     width);
           x = run_end;
         }
       });
@@ -297,26 +298,20 @@ class TiledGridder : public DeclaredStage<decl> {
     // Sum the copies into the grid and clear them for the next block.
     tbb::parallel_for(std::int64_t(0), height, [&](std::int64_t y) {
       cfloat* row = cells + (box.v0 + y) * std::int64_t(grid_size) + box.u0;
-      for (LocalBox& local : local_) {
-        if (local.pass != pass_) continue;
-        cfloat* part = local.cells.data() + y * width;
+      for (auto& copy : parts_) {
+        cfloat* part = copy.data() + y * width;
         for (std::int64_t x = 0; x < width; ++x) row[x] += part[x];
         std::fill(part, part + width, cfloat(0));
       }
     });
   }
 
-  // A thread's copy of the central box; all zero between blocks. `pass` says whether it was
-  // used for the current block.
-  struct LocalBox {
-    std::vector<cfloat> cells;
-    std::int64_t pass = -1;
-  };
+  // Parts of the central box's entries: enough to keep 16 threads busy beside the outer tiles.
+  static constexpr int kCentralParts = 16;
 
   std::int64_t central_box_ = 2;
   std::shared_ptr<Grid> grid_;
-  tbb::enumerable_thread_specific<LocalBox> local_;
-  std::int64_t pass_ = 0;
+  std::array<std::vector<cfloat>, kCentralParts> parts_;  // copies of the central box, zero between blocks
 };
 
 }  // namespace

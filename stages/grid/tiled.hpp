@@ -1,6 +1,6 @@
 // grid.tiled: the fast CPU gridder (NAG memo sections 3.3-3.4 and 4.2-4.4): tiles of the grid
-// gridded in parallel, each tile owned by one task, and a dense central box shared by all threads
-// through thread-local copies. The cuda backend's three designs are in stages/grid/tiled.cu.
+// gridded in parallel, each tile owned by one task, and a dense central box split into fixed parts,
+// each gridded into a copy of its own. The cuda backend's three designs are in stages/grid/tiled.cu.
 #pragma once
 
 #include <cstdint>
@@ -41,9 +41,10 @@ inline const StageDecl<Params> decl{
         "counts), largest first. Every footprint is clipped to the tile, and the kernel is read through the `rows` "
         "layout of the kernel stack, so the inner loop along u is unit-stride and vectorised. The central box, the "
         "(2W+1)^2 tiles around the tile holding the grid centre where the short baselines pile up, would serialise "
-        "on its few tiles: its visibilities are instead split across all threads, each adding into a thread-local "
-        "copy of the box, and the copies are summed into the grid afterwards (Listing 11); it runs alongside the "
-        "outer tiles. Updates are grid += (vis*weight)*C with C conjugated when ww > 0, in single precision with "
+        "on its few tiles: its visibilities are instead split into 16 fixed parts gridded in parallel, each adding "
+        "into its own copy of the box, and the copies are summed into the grid afterwards in part order (Listing 11, "
+        "with parts instead of threads so that the grid is bit-for-bit the same on any number of threads); it runs "
+        "alongside the outer tiles. Updates are grid += (vis*weight)*C with C conjugated when ww > 0, in single precision with "
         "grid.serial's operation order; the norm is sum of weight * footprint_sum in double. Tested with the whole "
         "chain (uvw.w_sort, uvw.bounding_box, tiles.count, tiles.bucket_sort) against an independent "
         "double-precision Listing 1: relative Frobenius norm below 1e-5, same norm and skipped count, for several "
@@ -71,7 +72,7 @@ inline const StageDecl<Params> decl{
                  .min = -1,
                  .max = 100000,
                  .doc = "radius W of the central box: the (2W+1)^2 tiles around the tile holding the grid centre are "
-                        "gridded by all threads into thread-local copies (cpu: memory is one box of cells per thread), "
+                        "gridded in parallel into copies of the box (cpu: 16 copies, one per fixed part), "
                         "or by nag_blocks_per_central_tile blocks each (nag); -1: no central box. 2 suits 64 x 64 "
                         "tiles on SKA-like data (NAG used 6 x 6 tiles)"}},
                {&Params::entries_per_item,
