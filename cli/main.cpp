@@ -4,16 +4,21 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <optional>
+#include <thread>
 
 #include "cli/describe.hpp"
+#include "cli/errors.hpp"
 #include "graph/executor.hpp"
 #include "graph/pipeline.hpp"
 #include "graph/preflight.hpp"
 #include "runtime/device.hpp"
+#include "runtime/dist.hpp"
 #include "runtime/kernel_cache.hpp"
 #include "runtime/registry.hpp"
 #include "stages/builtin.hpp"
@@ -25,18 +30,15 @@ namespace {
 
 int code(ExitCode c) { return static_cast<int>(c); }
 
-void print_config_error(const ConfigError& e) {
-  for (auto& d : e.diagnostics()) std::cerr << d.str() << "\n";
-  std::cerr << e.diagnostics().size() << (e.diagnostics().size() == 1 ? " error" : " errors")
-            << "; nothing was run\n";
-}
+void print_config_error(const ConfigError& e) { std::cerr << config_error_text(e); }
 
 std::string version() {
   return std::string("uvflow ") + UVFLOW_VERSION +
          (*UVFLOW_GIT_COMMIT ? std::string(" (commit ") + UVFLOW_GIT_COMMIT + ")" : std::string()) +
          (!device::compiled()      ? ", CUDA off (built without nvcc)"
           : device::count() > 0    ? ", CUDA on: " + device::describe(0)
-                                   : std::string(", CUDA on: no CUDA device here"));
+                                   : std::string(", CUDA on: no CUDA device here")) +
+         (dist::compiled() ? ", MPI on" : ", MPI off (built without MPI)");
 }
 
 // The command word: the first argument that is neither an option nor a global option's value.
@@ -73,7 +75,7 @@ int main(int argc, char** argv) {
   app.add_flag("-v,--verbose", verbose, "debug logging");
   app.add_flag("-q,--quiet", quiet, "errors only: no warnings, no run table, no 'ok' lines");
   app.set_version_flag("--version", std::function<std::string()>(version),
-                       "the version, the git commit it was built from, CUDA on or off (and the device)");
+                       "the version, the git commit it was built from, CUDA on or off (and the device), MPI on or off");
 
   std::string file;
   std::vector<std::string> sets;
@@ -135,6 +137,17 @@ int main(int argc, char** argv) {
   spdlog::set_pattern("[uvflow] %^%l%$: %v");
   spdlog::set_level(quiet ? spdlog::level::err : verbose ? spdlog::level::debug : spdlog::level::info);
 
+  // `mpirun -np N uvflow run`: this process is one rank of N (docs/distributed.md). A rank that
+  // fails ends every rank (end()), after printing its message, prefixed with its rank.
+  std::optional<dist::Session> mpi;
+  if (*run) mpi.emplace(argc, argv);
+  auto end = [&](int rc, bool signalled = false) { return mpi ? mpi->end(rc, signalled) : rc; };
+  const std::string who = dist::size() > 1 ? "rank " + std::to_string(dist::rank()) + ": " : "";
+  if (dist::size() > 1) {
+    spdlog::set_pattern("[uvflow " + std::to_string(dist::rank()) + "] %^%l%$: %v");
+    if (!dist::root()) spdlog::set_level(spdlog::level::warn);  // rank 0 says what they all do
+  }
+
   Registry registry;
   register_builtin_stages(registry);
   std::vector<std::filesystem::path> search(plugin_path.begin(), plugin_path.end());
@@ -159,9 +172,7 @@ int main(int argc, char** argv) {
     if (*describe) {
       const StageSpec* s = registry.find(type);
       if (!s) {
-        std::string c = closest(type, registry.types());
-        std::cerr << "error: unknown stage type '" << type << "'"
-                  << (c.empty() ? "" : " (did you mean '" + c + "'?)") << "\n";
+        std::cerr << unknown_stage_text(type, registry);
         return code(ExitCode::usage);
       }
       std::cout << describe_stage(*s);
@@ -204,35 +215,46 @@ int main(int argc, char** argv) {
       install_signal_handlers();
       const std::string rp = p.run.report;
       RunReport r = run_plan(p, ExecOptions{.progress = !no_progress && !quiet, .report = rp});  // commits the report too
-      if (!quiet) {
+      if (!quiet && dist::root()) {
         std::cout << format_report(r);
         if (!rp.empty()) std::cout << "report " << rp << "\n";
       }
       return 0;
     }
   } catch (const ConfigError& e) {
+    // Every rank loads the same file, so rank 0 says what is wrong. Another rank says it only when
+    // rank 0 has not ended the job within a pause: the problem is in its environment alone.
+    if (!dist::root()) {
+      std::this_thread::sleep_for(std::chrono::seconds(2));
+      std::cerr << who << "\n";
+    }
     print_config_error(e);
-    return code(ExitCode::config);
+    return end(code(ExitCode::config));
   } catch (const StageError& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    if (e.code() != ExitCode::internal) std::cerr << "the run was cancelled; no output file was written\n";
-    return code(e.code());
+    std::cerr << who << "error: " << e.what() << "\n";
+    if (e.code() != ExitCode::internal)
+      std::cerr << "the run was cancelled" << (who.empty() ? "" : " on every rank") << "; no output file was written\n";
+    return end(code(e.code()));
   } catch (const Interrupted& e) {
-    std::cerr << "interrupted" << (e.signal() == SIGINT ? "" : std::string(" (SIG") + sigabbrev_np(e.signal()) + ")")
-              << ": the run was cancelled; no output file was written\n";
-    return e.exit_code();
+    const std::string sig = e.signal() == SIGINT ? "" : std::string(" (SIG") + sigabbrev_np(e.signal()) + ")";
+    if (who.empty())
+      std::cerr << "interrupted" << sig << ": the run was cancelled; no output file was written\n";
+    else if (dist::root())  // mpirun signals every rank: when the job is interrupted, and when a rank failed
+      std::cerr << "stopped by mpirun with SIG" << sigabbrev_np(e.signal())
+                << ": the job was interrupted, or another rank failed (and said why); no output file was written\n";
+    return end(e.exit_code(), true);
   } catch (const OutputError& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return code(ExitCode::runtime);
+    std::cerr << who << "error: " << e.what() << "\n";
+    return end(code(ExitCode::runtime));
   } catch (const InputError& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return code(ExitCode::input);
+    std::cerr << who << "error: " << e.what() << "\n";
+    return end(code(ExitCode::input));
   } catch (const std::bad_alloc& e) {
-    std::cerr << "error: " << error_text(e) << "\n";
-    return code(ExitCode::runtime);
+    std::cerr << who << "error: " << error_text(e) << "\n";
+    return end(code(ExitCode::runtime));
   } catch (const std::exception& e) {
-    std::cerr << "internal error: " << e.what() << "\n";
-    return code(ExitCode::internal);
+    std::cerr << who << "internal error: " << e.what() << "\n";
+    return end(code(ExitCode::internal));
   }
   return 0;
 }

@@ -1,6 +1,7 @@
-// Mapping a Plan onto a oneTBB flow graph: the environment checks, the device pools, one
-// StageNode per stage (graph/stage_node), then the run itself with its watcher thread (device
-// work, graph/device_order), Ctrl-C polling and progress line, and at the end the report.
+// Mapping a Plan onto oneTBB flow graphs: the environment checks, the device pools, then the run
+// itself (graph/plan_runner: one graph, or one per loop cycle and per part around the loops, each
+// with one StageNode per stage and a watcher thread for device work), Ctrl-C polling and the
+// progress line, and at the end the report.
 //
 // Failure: the first exception cancels the graph and is reported once; Ctrl-C takes the same path;
 // output files are committed only after a successful run.
@@ -15,11 +16,14 @@
 #include <memory>
 #include <thread>
 
+#include "graph/plan_runner.hpp"
 #include "graph/preflight.hpp"
 #include "graph/progress.hpp"
+#include "graph/ranks.hpp"
 #include "graph/run_state.hpp"
 #include "graph/stage_node.hpp"
 #include "graph/watcher.hpp"
+#include "runtime/dist.hpp"
 #include "runtime/pinned_pool.hpp"
 
 namespace uvflow {
@@ -32,24 +36,36 @@ class Executor {
 
  private:
   void monitor_loop();  // polls Ctrl-C and draws the progress line until the run is done
+  void gather_ranks(RunReport& r);
 
   const Plan& plan_;
   ExecOptions opts_;
-  tbb::flow::graph g_;
-  Watcher watcher_{g_};
-  RunState run_{plan_, g_};
+  RunState run_{plan_};
+  PlanRunner runner_{run_};
   bool has_cuda_ = false;
-  std::vector<std::unique_ptr<StageNode>> nodes_;
   std::atomic<bool> done_{false};
 };
+
+// A distributed run: every rank's report to rank 0, then a barrier. A rank that failed has ended
+// the job (cli), so a rank past the barrier knows that every rank succeeded, and only then commits
+// its outputs: no rank leaves files from a run that failed elsewhere.
+void Executor::gather_ranks(RunReport& r) {
+  r.rank = dist::rank();
+  r.communication_s = dist::communication_seconds();
+  if (dist::size() == 1) return;
+  for (auto& text : dist::gather(report_json(r))) r.ranks.push_back(report_from_json(text));
+  dist::barrier();
+}
 
 void Executor::monitor_loop() {
   ProgressLine progress(opts_.progress);
   while (!done_.load()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     if (int sig = interrupt_signal()) run_.fail(std::make_exception_ptr(Interrupted(sig)));
-    progress.update(run_.since_start(), nodes_);
+    runner_.progress(progress, run_.since_start());
   }
+  // A run over before this thread first looked (a short one, a loaded machine) is interrupted all the same.
+  if (int sig = interrupt_signal()) run_.fail(std::make_exception_ptr(Interrupted(sig)));
   progress.clear();
 }
 
@@ -73,69 +89,26 @@ RunReport Executor::run() {
     spdlog::info("mapped {} MB into the device memory pool in {:.2f} s", plan_.run.device_pool_mb,
                  seconds_between(t, Clock::now()));
   }
-  if (has_cuda_) {
-    watcher_.on_error = [this](std::exception_ptr e) { run_.fail(e); };
-    watcher_.start();
-    run_.watcher = &watcher_;
-  }
   // The report's temporary first: a report that cannot be written fails the run before it computes.
   const std::filesystem::path report_tmp = opts_.report.empty() ? std::filesystem::path() : run_.files.temp_for(opts_.report);
   run_.t0 = Clock::now();
-  for (auto& st : plan_.stages) {
-    try {
-      CrashScope scope(("stage '" + st.id + "' (backend " + st.backend + ", setup)").c_str());
-      nodes_.push_back(std::make_unique<StageNode>(run_, st, st.spec->backend(st.backend)->make()));
-    } catch (const InputError& e) {
-      throw StageError(st.id, st.backend, "", StageError::kSetup, std::string("prepare: ") + e.what(), ExitCode::input);
-    } catch (const std::exception& e) {
-      throw StageError(st.id, st.backend, "", StageError::kSetup, "prepare: " + error_text(e), ExitCode::runtime);
-    }
-  }
-  for (auto& n : nodes_) n->build(g_);
-  for (auto& n : nodes_) n->connect_inputs(nodes_);
   std::thread monitor([this] { monitor_loop(); });
-  for (auto& n : nodes_) n->start_source();
-  if (plan_.run.once_first) g_.wait_for_all();  // the kernel stack and the like, before streaming
-  const double stream_start_s = run_.since_start();
-  if (!run_.failed)
-    for (auto& n : nodes_) n->activate();
-  g_.wait_for_all();
-  if (has_cuda_) {
-    for (auto& n : nodes_) {
-      try {
-        n->sync_device();
-        if (!run_.failed) n->collect_device_work();
-      } catch (...) {
-        run_.fail(std::current_exception());
-      }
-    }
-  }
+  runner_.run();
   done_ = true;
   monitor.join();
-  if (!run_.failed) {
-    for (auto& n : nodes_)
-      if (!n->finished()) {
-        auto w = n->waiting_for();
-        run_.fail(std::make_exception_ptr(StageError(n->inst().id, n->inst().backend, "", -1,
-                                                     "never finished" + (w.empty() ? std::string() : ": still waiting for " + w),
-                                                     ExitCode::internal)));
-        break;
-      }
-  }
   RunReport r;
   r.pipeline = plan_.name;
   r.file = plan_.file.string();
   r.device = run_.device_name;
   r.wall_s = run_.since_start();
-  r.stream_start_s = stream_start_s;
-  for (auto& n : nodes_) r.stages.push_back(n->metrics());
-  run_.alive->store(false);
+  r.stream_start_s = runner_.stream_start_s();
+  r.stages = runner_.metrics();
+  r.loops = runner_.loops();
   if (run_.failed) {
     run_.files.rollback();
-    watcher_.stop();
     std::rethrow_exception(run_.first_error);
   }
-  watcher_.stop();
+  gather_ranks(r);
   // The report lists the outputs it is committed with (a failure here leaves the temporaries to
   // RunState's OutputFiles, which removes them).
   if (!report_tmp.empty()) {
@@ -157,6 +130,15 @@ RunReport run_plan(const Plan& plan, const ExecOptions& opts) {
   struct ClearInterrupt {
     ~ClearInterrupt() { clear_interrupt(); }
   } clear;
+  // spdlog's registry is made on first use: here, before any worker thread logs (TSan saw the
+  // first use race in a stage's worker with the main thread's reading of the default logger).
+  spdlog::default_logger_raw();
+  if (dist::rank() != 0) {
+    // The report is rank 0's (with every rank's table); this rank runs its part of the plan.
+    const Plan mine = plan_for_rank(plan, dist::rank());
+    Executor ex(mine, ExecOptions{.progress = false, .report = ""});
+    return ex.run();
+  }
   Executor ex(plan, opts);
   return ex.run();
 }

@@ -4,6 +4,7 @@
 #include "graph/pipeline.hpp"
 
 #include "runtime/param_check.hpp"
+#include "runtime/payloads/cycle.hpp"
 
 #include <yaml-cpp/yaml.h>
 
@@ -62,6 +63,13 @@ std::vector<std::string> names_of(const std::vector<T>& v) {
   return n;
 }
 
+// The keys of a loop's `loop:` mapping.
+const std::vector<std::string>& loop_settings() {
+  static const std::vector<std::string> keys = {"max_cycles", "threshold", "threshold_sigma", "max_minor_iterations",
+                                                "major_gain", "figures"};
+  return keys;
+}
+
 // A YAML value and where it was written (a file position, or the --set that supplied it).
 struct Val {
   YAML::Node node;
@@ -76,8 +84,10 @@ struct Override {
 
 class Loader {
  public:
-  Loader(std::filesystem::path file, Registry& reg, std::vector<std::filesystem::path> plugin_path, bool load_plugins)
-      : file_(std::move(file)), reg_(reg), plugin_path_(std::move(plugin_path)), load_plugins_(load_plugins) {}
+  Loader(std::filesystem::path file, Registry& reg, std::vector<std::filesystem::path> plugin_path, bool load_plugins,
+         std::optional<std::string> text = std::nullopt)
+      : file_(std::move(file)), reg_(reg), plugin_path_(std::move(plugin_path)), load_plugins_(load_plugins),
+        text_(std::move(text)) {}
 
   Plan load(const std::vector<std::string>& sets);
 
@@ -100,7 +110,14 @@ class Loader {
   std::optional<std::string> scalar(Val v, const std::string& what);
   void parse_run(const YAML::Node& n);
   void parse_plugins(const YAML::Node& n);
-  void parse_stage(const YAML::Node& n, std::map<std::string, std::vector<std::pair<std::string, Val>>>& ins);
+  void parse_stage(const YAML::Node& n, std::map<std::string, std::vector<std::pair<std::string, Val>>>& ins,
+                   const std::string& loop = "");
+  std::optional<std::string> parse_id(const YAML::Node& n, const std::string& what);
+  void parse_loop(const YAML::Node& n, std::map<std::string, std::vector<std::pair<std::string, Val>>>& ins,
+                  const std::string& enclosing);
+  const StageSpec* own_spec(StageSpec s);
+  void check_loops(Plan& plan);
+  bool fix_state_residency(Plan& plan);
   std::optional<ParamValue> convert(const ParamSpec& spec, Val v, const std::string& where);
   void check_range(const ParamSpec& spec, double x, const SourcePos& p, const std::string& where);
   void link_inputs(Plan& plan, std::map<std::string, std::vector<std::pair<std::string, Val>>>& ins);
@@ -112,10 +129,12 @@ class Loader {
   Registry& reg_;
   std::vector<std::filesystem::path> plugin_path_;
   bool load_plugins_;
+  std::optional<std::string> text_;  // the pipeline given as text (load_plan_text): file_ only names it
   std::vector<Diagnostic> diags_;
   std::map<std::string, Override> overrides_;
   std::map<std::string, Val> vars_;
   std::set<std::string> bad_params_;  // stage ids with a reported parameter error: not configured
+  std::map<std::string, Location> state_location_;  // states whose value must live where their `next` does
   Plan plan_;
 };
 
@@ -422,12 +441,36 @@ void Loader::parse_plugins(const YAML::Node& n) {
   }
 }
 
+std::optional<std::string> Loader::parse_id(const YAML::Node& n, const std::string& what) {
+  if (!n["id"].IsDefined()) {
+    error(pos_of(n), what + " has no 'id'");
+    return std::nullopt;
+  }
+  auto id = scalar(Val{n["id"], pos_of(n["id"])}, what + " id");
+  if (!id) return std::nullopt;
+  static const std::regex id_re("^[A-Za-z_][A-Za-z0-9_]*$");
+  if (!std::regex_match(*id, id_re)) {
+    error(pos_of(n["id"]), what + " id '" + *id + "' must be letters, digits and '_' (no '.')");
+    return std::nullopt;
+  }
+  for (auto& other : plan_.stages)
+    if (other.id == *id) {
+      error(pos_of(n["id"]), what + " id '" + *id + "' is used twice (first at " + other.pos.str() + ")");
+      return std::nullopt;
+    }
+  return id;
+}
+
 void Loader::parse_stage(const YAML::Node& n,
-                         std::map<std::string, std::vector<std::pair<std::string, Val>>>& ins) {
+                         std::map<std::string, std::vector<std::pair<std::string, Val>>>& ins, const std::string& loop) {
   static const std::vector<std::string> keys = {"id", "type", "backend", "params", "in"};
   SourcePos here = pos_of(n);
+  if (is_map(n) && n["loop"].IsDefined()) {
+    parse_loop(n, ins, loop);
+    return;
+  }
   if (!is_map(n)) {
-    error(here, "a stage must be a mapping with keys id, type, backend, params, in");
+    error(here, "a stage must be a mapping with keys id, type, backend, params, in (or a loop: id, loop, state, stages, outputs)");
     return;
   }
   for (const auto& kv : n) {
@@ -437,22 +480,9 @@ void Loader::parse_stage(const YAML::Node& n,
   }
   StageInstance st;
   st.pos = here;
-  if (!n["id"].IsDefined()) {
-    error(here, "stage has no 'id'");
-    return;
-  }
-  auto id = scalar(Val{n["id"], pos_of(n["id"])}, "stage id");
+  if (!loop.empty()) st.role = LoopRole::body, st.loop = loop;
+  auto id = parse_id(n, "stage");
   if (!id) return;
-  static const std::regex id_re("^[A-Za-z_][A-Za-z0-9_]*$");
-  if (!std::regex_match(*id, id_re)) {
-    error(pos_of(n["id"]), "stage id '" + *id + "' must be letters, digits and '_' (no '.')");
-    return;
-  }
-  for (auto& other : plan_.stages)
-    if (other.id == *id) {
-      error(pos_of(n["id"]), "stage id '" + *id + "' is used twice (first at " + other.pos.str() + ")");
-      return;
-    }
   st.id = *id;
   const std::string who = "stage '" + st.id + "'";
   Val tv = with_override(st.id + ".type", n["type"], here);
@@ -537,6 +567,188 @@ void Loader::parse_stage(const YAML::Node& n,
   plan_.stages.push_back(std::move(st));
 }
 
+
+// The loops' pseudo-stages never run (graph/plan_runner feeds and collects their values); a stage
+// object exists for them only so that they configure and prepare like every stage in checks.
+class PseudoStage : public Stage {
+ public:
+  void process(Context&) override {}
+};
+
+const StageSpec* Loader::own_spec(StageSpec s) {
+  s.backends = {{"loop", [] { return std::unique_ptr<Stage>(std::make_unique<PseudoStage>()); }}};
+  plan_.own_specs.push_back(std::make_shared<const StageSpec>(std::move(s)));
+  return plan_.own_specs.back().get();
+}
+
+// A pass-through port of a pseudo-stage: any payload, stream or once, where its producer has it.
+static PortSpec any_port(const std::string& name, const std::string& doc) {
+  return {name, kAnyPayload, Arity::stream, Residency::any, doc, false};
+}
+
+// A loop entry: `loop:` (the bound, the stop conditions, the figures they read), `state:` (the values
+// carried from one cycle to the next), `stages:` (the body) and `outputs:` (body values of the last
+// cycle that leave the loop besides its state). It becomes pseudo-stages around its body stages:
+// one per state (id: the state's name), LOOP.control (the cycle's CycleControl) and the exit LOOP,
+// whose outputs are the state's final values and `outputs:`.
+void Loader::parse_loop(const YAML::Node& n, std::map<std::string, std::vector<std::pair<std::string, Val>>>& ins,
+                        const std::string& enclosing) {
+  static const std::vector<std::string> keys = {"id", "loop", "state", "stages", "outputs"};
+  const std::vector<std::string>& settings = loop_settings();
+  const SourcePos here = pos_of(n);
+  for (const auto& kv : n) {
+    auto k = kv.first.Scalar();
+    if (std::find(keys.begin(), keys.end(), k) == keys.end())
+      error(pos_of(kv.first), "unknown loop key '" + k + "'" + suggest(k, keys));
+  }
+  auto id = parse_id(n, "loop");
+  if (!id) return;
+  if (!enclosing.empty()) {
+    error(pos_of(n["loop"]), "loop '" + *id + "' is inside loop '" + enclosing + "': loops do not nest");
+    return;
+  }
+  LoopPlan lp;
+  lp.id = *id;
+  lp.pos = here;
+  const std::string who = "loop '" + lp.id + "'";
+  // The loop's own entry first: body stages, states and exit are found by id below.
+  StageInstance exit;
+  exit.id = lp.id;
+  exit.pos = here;
+  exit.role = LoopRole::exit;
+  exit.loop = lp.id;
+  const YAML::Node set = n["loop"];
+  if (!is_map(set)) error(pos_of(set), who + ": 'loop' must be a mapping with keys max_cycles, threshold, threshold_sigma, "
+                                            "max_minor_iterations, major_gain, figures");
+  else
+    for (const auto& kv : set) {
+      auto k = kv.first.Scalar();
+      if (std::find(settings.begin(), settings.end(), k) == settings.end())
+        error(pos_of(kv.first), who + ": unknown loop setting '" + k + "'" + suggest(k, settings));
+    }
+  auto setting = [&](const std::string& k) {
+    for (const std::string& key : {lp.id + ".loop." + k, lp.id + "." + k})
+      if (overrides_.count(key)) return with_override(key, {}, here);
+    return with_override(lp.id + ".loop." + k, is_map(set) ? set[k] : YAML::Node(YAML::NodeType::Undefined), pos_of(set));
+  };
+  const ParamSpec cycles{"max_cycles", ParamType::integer, {}, false, "", 1, 1e6};
+  const ParamSpec iters{"max_minor_iterations", ParamType::integer, {}, false, "", 0, 1e12};
+  const ParamSpec jy{"threshold", ParamType::number, {}, false, "Jy", 0, {}};
+  const ParamSpec sigma{"threshold_sigma", ParamType::number, {}, false, "", 0, {}};
+  const ParamSpec gain{"major_gain", ParamType::number, {}, false, "", 1e-6, 1};
+  if (auto v = setting("max_cycles"); !v.node.IsDefined())
+    error(pos_of(set.IsDefined() ? set : n), who + " has no 'max_cycles': a loop needs its bound, the most cycles it runs");
+  else if (auto x = convert(cycles, v, who + " max_cycles"))
+    lp.stop.max_cycles = std::get<std::int64_t>(*x), lp.stop_pos["max_cycles"] = v.pos;
+  if (auto v = setting("max_minor_iterations"); v.node.IsDefined())
+    if (auto x = convert(iters, v, who + " max_minor_iterations"))
+      lp.stop.max_minor_iterations = std::get<std::int64_t>(*x), lp.stop_pos["max_minor_iterations"] = v.pos;
+  for (auto [spec, member] : {std::pair{&jy, &LoopStop::threshold}, std::pair{&sigma, &LoopStop::threshold_sigma},
+                              std::pair{&gain, &LoopStop::major_gain}})
+    if (auto v = setting(spec->name); v.node.IsDefined())
+      if (auto x = convert(*spec, v, who + " " + spec->name))
+        lp.stop.*member = std::get<double>(*x), lp.stop_pos[spec->name] = v.pos;
+  if (auto v = setting("figures"); v.node.IsDefined())
+    if (auto f = scalar(v, who + " figures")) {
+      const auto dot = f->find('.');
+      lp.figures = f->substr(0, dot);
+      lp.figures_port = dot == std::string::npos ? "figures" : f->substr(dot + 1);
+      lp.stop_pos["figures"] = v.pos;
+    }
+  for (const char* k : {"threshold", "threshold_sigma", "max_minor_iterations"})
+    if (lp.stop_pos.count(k) && lp.figures.empty())
+      error(lp.stop_pos[k], who + ": '" + k + "' needs 'figures: STAGE.PORT', the body output (CycleFigures) it is read from");
+
+  // The control, then each state, then the body: pseudo-stages come first in the file's order.
+  StageInstance control;
+  control.id = lp.id + ".control";
+  control.pos = here;
+  control.role = LoopRole::control;
+  control.loop = lp.id;
+  static const PortSpec control_out{"control", std::string(CycleControl::type_name), Arity::once, Residency::host,
+                                    "the loop's settings for the cycle", false};
+  control.spec = own_spec({.type = "loop.control", .summary = "the cycle's CycleControl", .outputs = {control_out}});
+  control.backend = "loop";
+  plan_.stages.push_back(std::move(control));
+
+  const YAML::Node state = n["state"];
+  if (state.IsDefined() && !is_map(state))
+    error(pos_of(state), who + ": 'state' must map names to {init: STAGE[.PORT], next: STAGE.PORT}");
+  if (is_map(state))
+    for (const auto& kv : state) {
+      const std::string name = kv.first.Scalar();
+      const SourcePos at = pos_of(kv.first);
+      static const std::regex id_re("^[A-Za-z_][A-Za-z0-9_]*$");
+      if (!std::regex_match(name, id_re)) {
+        error(at, who + ": state name '" + name + "' must be letters, digits and '_'");
+        continue;
+      }
+      if (auto i = plan_.index_of(name); i >= 0) {
+        error(at, who + ": state '" + name + "': the name is used twice (first at " + plan_.stages[size_t(i)].pos.str() + ")");
+        continue;
+      }
+      const YAML::Node e = kv.second;
+      if (!is_map(e) || !e["init"].IsDefined() || !e["next"].IsDefined()) {
+        if (is_map(e))
+          for (const auto& f : e)
+            if (f.first.Scalar() != "init" && f.first.Scalar() != "next")
+              error(pos_of(f.first), who + ": state '" + name + "': unknown key '" + f.first.Scalar() + "'" +
+                                         suggest(f.first.Scalar(), {"init", "next"}));
+        error(is_map(e) ? pos_of(e) : at, who + ": state '" + name + "' needs 'init' (its value on the first cycle, from "
+                                              "outside the loop) and 'next' (the body output it takes after each cycle)");
+        continue;
+      }
+      StageInstance st;
+      st.id = name;
+      st.pos = at;
+      st.role = LoopRole::state;
+      st.loop = lp.id;
+      st.backend = "loop";
+      st.spec = own_spec({.type = "loop.state",
+                          .summary = "a loop-carried value",
+                          .inputs = {any_port("init", "the value on the first cycle")},
+                          .outputs = {any_port("value", "the value this cycle")},
+                          .describe = [](const ParamValues&, const PortShapes& in) {
+                            auto it = in.find("init");
+                            return it == in.end() ? PortShapes{} : PortShapes{{"value", it->second}};
+                          }});
+      ins[name].push_back({"init", Val{e["init"], pos_of(e["init"])}});
+      ins[lp.id].push_back({name, Val{e["next"], pos_of(e["next"])}});
+      lp.state.push_back({name, "", "", at});
+      plan_.stages.push_back(std::move(st));
+    }
+  if (!state.IsDefined() || (is_map(state) && state.size() == 0))
+    error(state.IsDefined() ? pos_of(state) : here, who + " has no 'state': a loop carries at least one value from one cycle to the next");
+
+  const YAML::Node body = n["stages"];
+  if (!is_seq(body) || body.size() == 0) error(body.IsDefined() ? pos_of(body) : here, who + ": 'stages' (its body) must be a non-empty list");
+  else
+    for (const auto& b : body) parse_stage(b, ins, lp.id);
+
+  const YAML::Node outs = n["outputs"];
+  if (outs.IsDefined() && !is_map(outs)) error(pos_of(outs), who + ": 'outputs' must map names to STAGE.PORT in the body");
+  if (is_map(outs))
+    for (const auto& kv : outs) {
+      const std::string name = kv.first.Scalar();
+      if (std::any_of(lp.state.begin(), lp.state.end(), [&](auto& x) { return x.name == name; }) ||
+          std::find(lp.outputs.begin(), lp.outputs.end(), name) != lp.outputs.end()) {
+        error(pos_of(kv.first), who + ": output '" + name + "' is also a state or another output: the names share '" +
+                                    lp.id + ".NAME'");
+        continue;
+      }
+      lp.outputs.push_back(name);
+      ins[lp.id].push_back({name, Val{kv.second, pos_of(kv.second)}});
+    }
+  StageSpec xs{.type = "loop", .summary = "the values that leave a loop after its last cycle"};
+  for (auto& x : lp.state) xs.inputs.push_back(any_port(x.name, "state")), xs.outputs.push_back(any_port(x.name, "state"));
+  for (auto& o : lp.outputs) xs.inputs.push_back(any_port(o, "output")), xs.outputs.push_back(any_port(o, "output"));
+  xs.describe = [](const ParamValues&, const PortShapes& in) { return in; };
+  exit.spec = own_spec(std::move(xs));
+  exit.backend = "loop";
+  plan_.stages.push_back(std::move(exit));
+  plan_.loops.push_back(std::move(lp));
+}
+
 void Loader::link_inputs(Plan& plan, std::map<std::string, std::vector<std::pair<std::string, Val>>>& ins) {
   std::map<std::string, int> index;
   std::vector<std::string> ids;
@@ -556,7 +768,8 @@ void Loader::link_inputs(Plan& plan, std::map<std::string, std::vector<std::pair
       auto ref = scalar(v, what + " input '" + port + "'");
       if (!ref) continue;
       std::string from = *ref, from_port;
-      if (auto dot = from.find('.'); dot != std::string::npos)
+      // A loop's control (LOOP.control) is a stage whose id has a dot.
+      if (auto dot = from.find('.'); dot != std::string::npos && !index.count(from))
         from_port = from.substr(dot + 1), from = from.substr(0, dot);
       auto it = index.find(from);
       if (it == index.end()) {
@@ -591,6 +804,103 @@ void Loader::link_inputs(Plan& plan, std::map<std::string, std::vector<std::pair
                           ") is not connected; add 'in: {" + ip.name + ": STAGE}'");
     }
   }
+}
+
+// What may read what across a loop's boundary. Inside a body: the body, its state and control, and
+// anything outside the loop (values that stay the same every cycle). Outside: only what leaves a
+// loop (LOOP.NAME). A state's init comes from outside its loop; its next and the loop's outputs
+// from its body.
+void Loader::check_loops(Plan& plan) {
+  auto inside = [](const StageInstance& s) { return s.role == LoopRole::body || s.role == LoopRole::state || s.role == LoopRole::control; };
+  for (auto& st : plan.stages) {
+    if (!st.spec) continue;
+    for (auto& l : st.inputs) {
+      const StageInstance& p = plan.stages[size_t(l.from)];
+      const std::string ref = "'" + p.id + (p.role == LoopRole::control ? "" : "." + l.from_port) + "'";
+      switch (st.role) {
+        case LoopRole::none:
+          if (inside(p))
+            error(l.pos, "stage '" + st.id + "' reads " + ref + ", inside loop '" + p.loop +
+                             "': what leaves a loop is its state and outputs, read as '" + p.loop + ".NAME'");
+          break;
+        case LoopRole::body:
+          if (inside(p) && p.loop != st.loop)
+            error(l.pos, "stage '" + st.id + "' (loop '" + st.loop + "') reads " + ref + ", inside loop '" + p.loop + "'");
+          else if (p.role == LoopRole::exit && p.loop == st.loop)
+            error(l.pos, "stage '" + st.id + "' reads its own loop's final values '" + p.id +
+                             "': inside the loop, read a state by its name");
+          break;
+        case LoopRole::state:
+          if (inside(p) || (p.role == LoopRole::exit && p.loop == st.loop))
+            error(l.pos, "loop '" + st.loop + "': state '" + st.id + "': 'init' reads " + ref +
+                             ", inside the loop: the first cycle's value comes from outside it");
+          break;
+        case LoopRole::exit:
+          if (p.role != LoopRole::body || p.loop != st.loop)
+            error(l.pos, "loop '" + st.loop + "': '" + l.port + "' reads " + ref +
+                             ", which is not a stage of the loop's body: a state's next value and an output come "
+                             "from the body");
+          break;
+        case LoopRole::control: break;
+      }
+    }
+  }
+  // A body's stages run once per cycle: a file they wrote would be written again each cycle.
+  for (auto& st : plan.stages)
+    if (st.role == LoopRole::body && st.spec)
+      for (auto& ps : st.spec->params)
+        if ((ps.role == PathRole::output || ps.role == PathRole::output_per_item) && st.params.has(ps.name)) {
+          auto at = st.param_pos.find(ps.name);
+          error(at != st.param_pos.end() ? at->second : st.pos,
+                "stage '" + st.id + "' (" + st.spec->type + ") in loop '" + st.loop + "' would write '" + ps.name +
+                    "' again every cycle: write after the loop, from what leaves it ('" + st.loop + ".NAME')");
+        }
+  for (auto& lp : plan.loops) {
+    if (lp.figures.empty()) continue;
+    const SourcePos at = lp.stop_pos.at("figures");
+    const int i = plan.index_of(lp.figures);
+    if (i < 0 || plan.stages[size_t(i)].role != LoopRole::body || plan.stages[size_t(i)].loop != lp.id) {
+      error(at, "loop '" + lp.id + "': figures: '" + lp.figures + "' is not a stage of the loop's body");
+      continue;
+    }
+    const StageInstance& f = plan.stages[size_t(i)];
+    const PortSpec* op = f.spec ? f.spec->output(lp.figures_port) : nullptr;
+    if (f.spec && (!op || op->type != CycleFigures::type_name))
+      error(at, "loop '" + lp.id + "': figures: stage '" + f.id + "' (" + f.spec->type + ") has no " +
+                    std::string(CycleFigures::type_name) + " output '" + lp.figures_port + "'");
+  }
+}
+
+// A state's value must be of the type, arity and place of its next value, which replaces it every
+// cycle. Where only the place differs, the state is pinned there (its init then gets a transfer,
+// once, outside the loop) and true is returned: the caller plans again.
+bool Loader::fix_state_residency(Plan& plan) {
+  bool again = false;
+  for (auto& lp : plan.loops) {
+    const StageInstance& exit = plan.stages[size_t(plan.index_of(lp.id))];
+    for (auto& x : lp.state) {
+      const StageInstance& st = plan.stages[size_t(plan.index_of(x.name))];
+      const OutputInfo& now = st.outputs.at("value");
+      const OutputInfo& next = exit.outputs.at(x.name);
+      for (auto& l : exit.inputs)
+        if (l.port == x.name) x.next = plan.stages[size_t(l.from)].id, x.next_port = l.from_port;
+      if (now.type != next.type || now.arity != next.arity) {
+        error(x.pos, "loop '" + lp.id + "': state '" + x.name + "': init is " + now.type + " (" + to_string(now.arity) +
+                         ") but next '" + x.next + "." + x.next_port + "' is " + next.type + " (" + to_string(next.arity) +
+                         "): a state keeps one type");
+        continue;
+      }
+      if (now.location == next.location) continue;
+      if (state_location_.count(x.name)) {
+        error(x.pos, "loop '" + lp.id + "': state '" + x.name + "': its value cannot be placed where next '" + x.next + "." +
+                         x.next_port + "' puts it (" + to_string(next.location) + ")");
+        continue;
+      }
+      state_location_[x.name] = next.location;
+      again = true;
+    }
+  }
+  return again;
 }
 
 // Orders stages so that producers come first (stable: file order among independent stages).
@@ -703,6 +1013,9 @@ void Loader::resolve_residency(Plan& plan) {
         x.backend = "cuda";
         x.pos = l.pos;
         x.inserted = true;
+        // A copy of a body value runs every cycle, with the body; a copy of an outside value once.
+        if (src.role == LoopRole::body || src.role == LoopRole::state || src.role == LoopRole::control)
+          x.role = LoopRole::body, x.loop = src.loop;
         x.inputs.push_back({"data", l.from, l.from_port, l.pos});
         x.outputs["data"] = {oi.type, oi.arity, need};
         if (need == Location::device) plan.stages[l.from].pinned_outputs.push_back(l.from_port);
@@ -719,6 +1032,9 @@ void Loader::resolve_residency(Plan& plan) {
     for (auto& op : st.spec->outputs) {
       OutputInfo oi{op.type, op.arity, resolve(op.residency, st.backend, first ? first->location : Location::host)};
       if (op.type == kAnyPayload && first) oi.type = first->type, oi.arity = first->arity;
+      if (st.role == LoopRole::exit)  // each value leaves as it is
+        for (auto& l : st.inputs)
+          if (l.port == op.name) oi = plan.stages[size_t(l.from)].outputs.at(l.from_port);
       st.outputs[op.name] = oi;
     }
   }
@@ -760,16 +1076,20 @@ YAML::Node Loader::parse_text() {
   auto fail = [&](int line, int col, const std::string& msg) -> YAML::Node {
     throw ConfigError({{{name, line, col}, printable(msg)}});
   };
-  std::error_code ec;
-  if (std::filesystem::is_directory(file_, ec)) return fail(0, 0, "is a folder, not a pipeline file");
-  std::FILE* f = std::fopen(file_.c_str(), "rb");
-  if (!f) return fail(0, 0, std::string("cannot read the pipeline file: ") + std::strerror(errno));
   std::string text;
-  char buf[1 << 16];
-  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
-  const int read_errno = std::ferror(f) ? errno : 0;
-  std::fclose(f);
-  if (read_errno) return fail(0, 0, std::string("cannot read the pipeline file: ") + std::strerror(read_errno));
+  if (text_) {
+    text = *text_;
+  } else {
+    std::error_code ec;
+    if (std::filesystem::is_directory(file_, ec)) return fail(0, 0, "is a folder, not a pipeline file");
+    std::FILE* f = std::fopen(file_.c_str(), "rb");
+    if (!f) return fail(0, 0, std::string("cannot read the pipeline file: ") + std::strerror(errno));
+    char buf[1 << 16];
+    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
+    const int read_errno = std::ferror(f) ? errno : 0;
+    std::fclose(f);
+    if (read_errno) return fail(0, 0, std::string("cannot read the pipeline file: ") + std::strerror(read_errno));
+  }
   std::vector<std::size_t> starts{0};  // where each line begins
   for (std::size_t i = 0; i < text.size(); ++i)
     if (text[i] == '\n') starts.push_back(i + 1);
@@ -861,7 +1181,10 @@ Plan Loader::load(const std::vector<std::string>& sets) {
     static const std::vector<std::string> run_keys = {"max_in_flight", "transfers",      "report",        "threads",
                                                       "once_first",    "pinned_pool_mb", "device_pool_mb"};
     const SourcePos where{"--set " + o.text, 0, 0};
+    const bool loop = std::any_of(plan_.loops.begin(), plan_.loops.end(), [&](auto& lp) { return lp.id == head; });
     if (head == "run") error(where, "unknown key '" + k + "'" + suggest(rest, run_keys));
+    else if (loop)
+      error(where, "loop '" + head + "' has no setting '" + rest + "'" + suggest(rest.substr(rest.rfind('.') + 1), loop_settings()));
     else if (head == "vars")
       error(where, "no variable '" + rest + "' to set" +
                        (vars.empty() ? std::string("; the pipeline has no vars") : suggest(rest, vars)));
@@ -882,8 +1205,24 @@ Plan Loader::load(const std::vector<std::string>& sets) {
       error(st.pos, "stage '" + st.id + "' (" + st.spec->type + "): " + e.what());
     }
   }
+  if (diags_.empty()) check_loops(plan_);
   if (diags_.empty()) order(plan_);
-  if (diags_.empty()) resolve_residency(plan_);
+  if (diags_.empty()) {
+    const Plan unplaced = plan_;
+    resolve_residency(plan_);
+    // After a type error too: a state whose next has another type also misleads the stages after the loop.
+    if (fix_state_residency(plan_) && diags_.empty()) {
+      plan_ = unplaced;
+      for (auto& [name, loc] : state_location_) {
+        StageInstance& st = plan_.stages[size_t(plan_.index_of(name))];
+        StageSpec pinned = *st.spec;
+        pinned.inputs[0].residency = loc == Location::device ? Residency::device : Residency::host;
+        st.spec = own_spec(std::move(pinned));
+      }
+      resolve_residency(plan_);
+      if (diags_.empty()) fix_state_residency(plan_);
+    }
+  }
   if (diags_.empty()) describe(plan_);
   if (!diags_.empty()) throw ConfigError(diags_);
   return std::move(plan_);
@@ -894,6 +1233,17 @@ Plan Loader::load(const std::vector<std::string>& sets) {
 Plan load_plan(const std::filesystem::path& file, const std::vector<std::string>& sets, Registry& registry,
                const std::vector<std::filesystem::path>& plugin_path, bool load_plugins) {
   return Loader(file, registry, plugin_path, load_plugins).load(sets);
+}
+
+Plan load_plan_text(const std::string& text, const std::filesystem::path& name, const std::vector<std::string>& sets,
+                    Registry& registry, const std::vector<std::filesystem::path>& plugin_path) {
+  return Loader(name, registry, plugin_path, true, text).load(sets);
+}
+
+int Plan::index_of(std::string_view id) const {
+  for (size_t i = 0; i < stages.size(); ++i)
+    if (stages[i].id == id) return int(i);
+  return -1;
 }
 
 PrepareContext prepare_context(const Plan& plan, const StageInstance& st, bool dry_run, device::Stream stream) {
@@ -911,7 +1261,8 @@ std::string plan_to_text(const Plan& p) {
   for (size_t i = 0; i < p.stages.size(); ++i) {
     auto& st = p.stages[i];
     s << "  " << i + 1 << ". " << st.id << "  " << st.spec->type << " [" << st.backend << "]"
-      << (st.inserted ? "  (inserted)" : "") << "\n";
+      << (st.inserted ? "  (inserted)" : "") << (st.role != LoopRole::none && st.role != LoopRole::exit ? "  (in loop " + st.loop + ")" : "")
+      << "\n";
     for (auto& l : st.inputs) {
       auto& src = p.stages[l.from];
       auto& oi = src.outputs.at(l.from_port);
@@ -923,6 +1274,26 @@ std::string plan_to_text(const Plan& p) {
     }
   }
   for (auto& n : p.notes) s << "  note: " << n << "\n";
+  for (auto& lp : p.loops) {
+    s << "  loop " << lp.id << ": at most " << lp.stop.max_cycles << " cycles";
+    if (lp.stop.threshold > 0) s << ", until the peak residual is at most " << lp.stop.threshold << " Jy";
+    if (lp.stop.threshold_sigma > 0) s << ", until it is at most " << lp.stop.threshold_sigma << " x the noise";
+    if (lp.stop.max_minor_iterations > 0) s << ", at most " << lp.stop.max_minor_iterations << " minor iterations in all";
+    if (lp.stop.major_gain < 1) s << ", major gain " << lp.stop.major_gain;
+    if (!lp.figures.empty()) s << " (figures from " << lp.figures << "." << lp.figures_port << ")";
+    s << "; each cycle runs";
+    for (auto& st : p.stages)
+      if (st.role == LoopRole::body && st.loop == lp.id) s << " " << st.id;
+    s << "\n";
+    const StageInstance& exit = p.stages[size_t(p.index_of(lp.id))];
+    for (auto& x : lp.state) {
+      const OutputInfo& oi = exit.outputs.at(x.name);
+      const StageInstance& st = p.stages[size_t(p.index_of(x.name))];
+      s << "    state " << x.name << " <- " << p.stages[size_t(st.inputs.at(0).from)].id << "." << st.inputs.at(0).from_port
+        << " first, then " << x.next << "." << x.next_port << "  " << oi.type << ", " << to_string(oi.arity) << ", "
+        << to_string(oi.location) << " (stays there between cycles)\n";
+    }
+  }
   return s.str();
 }
 
@@ -932,6 +1303,7 @@ std::string plan_to_dot(const Plan& p) {
   for (auto& st : p.stages) {
     s << "  \"" << st.id << "\" [label=\"" << st.id << "\\n" << st.spec->type << " [" << st.backend << "]\"";
     if (st.inserted) s << ", style=dashed, color=red";
+    else if (st.role != LoopRole::none) s << ", style=rounded";
     else if (st.backend == "cuda") s << ", style=filled, fillcolor=\"#d8f0d8\"";
     s << "];\n";
   }
@@ -943,6 +1315,11 @@ std::string plan_to_dot(const Plan& p) {
         << oi.type << " (" << to_string(oi.location) << (oi.arity == Arity::once ? ", once" : "") << ")\""
         << (oi.location == Location::device ? ", color=darkgreen" : "") << "];\n";
     }
+  // A loop's state: its next value goes back to it for the next cycle.
+  for (auto& lp : p.loops)
+    for (auto& x : lp.state)
+      if (!x.next.empty())
+        s << "  \"" << x.next << "\" -> \"" << x.name << "\" [label=\"next cycle\", style=dashed, constraint=false];\n";
   s << "}\n";
   return s.str();
 }

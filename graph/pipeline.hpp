@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,16 @@ struct OutputInfo {
   PortShape shape;  // what the producer's describe tells of its items before the run
 };
 
+// What a stage is to a loop (a `loop:` entry; see LoopPlan). The loop's own parts are pseudo-stages
+// in the plan, so that validation, residency and `uvflow plan` treat its edges like any other.
+enum class LoopRole {
+  none,     // outside every loop
+  body,     // a stage of a loop's body: made anew and run once per cycle
+  state,    // a loop-carried value (id: the state's name): `init` on the first cycle, `next` after
+  control,  // the loop's CycleControl for the cycle (id LOOP.control)
+  exit      // the values that leave the loop after its last cycle (id: the loop's)
+};
+
 struct StageInstance {
   std::string id;
   const StageSpec* spec = nullptr;
@@ -51,6 +62,37 @@ struct StageInstance {
   std::map<std::string, OutputInfo> outputs;
   std::vector<std::string> pinned_outputs;   // host outputs that feed an upload
   bool inserted = false;                     // a transfer the planner added
+  LoopRole role = LoopRole::none;
+  std::string loop;                          // the loop's id, for every role but none
+};
+
+// A loop-carried value: the state pseudo-stage `name` reads `init` (outside the loop) before the first
+// cycle; after each cycle it takes the value of `next` (a body stage's output).
+struct LoopState {
+  std::string name;
+  std::string next, next_port;  // producer id and port
+  SourcePos pos;
+};
+
+// The stop conditions of a loop; 0 turns an optional one off.
+struct LoopStop {
+  std::int64_t max_cycles = 0;             // the bound: at most this many cycles (required, >= 1)
+  double threshold = 0;                    // Jy: stop once the peak residual the figures report is at most this
+  double threshold_sigma = 0;              // ... at most this times the noise they report
+  std::int64_t max_minor_iterations = 0;   // stop once the minor cycles have made this many components in all
+  double major_gain = 1;                   // each cycle's minor iterations stop at (1 - major_gain) x their start peak
+};
+
+// A bounded loop over a sub-graph (docs/pipelines.md, "Loops"). Its body stages, state and control
+// pseudo-stages (role body, state, control) and its exit are in Plan::stages like any other stage.
+struct LoopPlan {
+  std::string id;
+  SourcePos pos;
+  LoopStop stop;
+  std::map<std::string, SourcePos> stop_pos;  // where each stop setting was written
+  std::string figures, figures_port;          // the body output (CycleFigures) the stop conditions read; "" none
+  std::vector<LoopState> state;
+  std::vector<std::string> outputs;           // exit ports that are body outputs of the last cycle (not state)
 };
 
 struct Plan {
@@ -59,6 +101,10 @@ struct Plan {
   RunOptions run;
   std::vector<StageInstance> stages;  // in topological order
   std::vector<std::string> notes;     // what the planner did (transfers inserted)
+  std::vector<LoopPlan> loops;
+  std::vector<std::shared_ptr<const StageSpec>> own_specs;  // the specs of loops' pseudo-stages
+  // The index of the stage `id` in `stages`; -1 if none.
+  int index_of(std::string_view id) const;
 };
 
 // Loads, validates and plans a pipeline. `sets` are --set KEY=VALUE overrides. Every problem is
@@ -68,6 +114,10 @@ struct Plan {
 Plan load_plan(const std::filesystem::path& file, const std::vector<std::string>& sets,
                Registry& registry, const std::vector<std::filesystem::path>& plugin_path = {},
                bool load_plugins = true);
+// The same for a pipeline given as YAML text; `name` stands for its file in messages and plan.file
+// (relative plugin paths are looked for next to it, as for a file of that name).
+Plan load_plan_text(const std::string& text, const std::filesystem::path& name, const std::vector<std::string>& sets,
+                    Registry& registry, const std::vector<std::filesystem::path>& plugin_path = {});
 
 // What a stage's prepare() is told: its pinned outputs and the shapes of its inputs and outputs.
 // `stream`: the stage's own (cuda backends in a run; none in a dry run).

@@ -200,15 +200,18 @@ PreflightResult preflight(const Plan& plan, PreflightFor mode, Registry& registr
     claim(plan.run.report, "the run report", plan.run.report_pos);
   }
 
-  // Dry-run prepare: every stage for `check`; for `run` only the sources, for their stream lengths
-  // (the run prepares every stage itself and reports a failure with its own exit code).
+  // Dry-run prepare: every stage for `check`; for `run` the sources, for their stream lengths, and
+  // the stages of loop bodies, which the run prepares only when their loop starts, after the work
+  // before it (the run prepares every other stage itself, before anything runs, and reports a
+  // failure with its own exit code).
   std::map<const StageInstance*, std::int64_t> length;
   for (const auto& st : plan.stages) {
-    if (unprepared.count(&st) || (!check && !st.inputs.empty())) continue;
+    const bool in_loop = st.role == LoopRole::body;
+    if (unprepared.count(&st) || (!check && !st.inputs.empty() && !in_loop)) continue;
     try {
       length[&st] = prepare_dry(plan, st);
     } catch (const std::exception& e) {
-      if (check) r.errors.push_back({st.pos, "stage '" + st.id + "' (" + st.spec->type + "): " + e.what()});
+      if (check || in_loop) r.errors.push_back({st.pos, "stage '" + st.id + "' (" + st.spec->type + "): " + e.what()});
     }
   }
 

@@ -1,5 +1,6 @@
 #include "graph/report.hpp"
 
+#include <algorithm>
 #include <iomanip>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -23,6 +24,51 @@ std::string fmt_rate(double x) {
   else if (x >= 1e6) s << x / 1e6 << " M";
   else if (x >= 1e3) s << x / 1e3 << " k";
   else s << x << " ";
+  return s.str();
+}
+
+// The ranks of a distributed run: one line each, then each stage summed over the ranks that ran it
+// (items, host and device seconds and work; rates are per rank-second).
+std::string format_ranks(const std::vector<RunReport>& ranks) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(3);
+  s << ranks.size() << " ranks:\n";
+  for (auto& k : ranks) {
+    double upd = 0;
+    for (auto& m : k.stages) upd += m.work.updates;
+    s << "  rank " << k.rank << " on " << k.device << ": " << k.wall_s << " s wall, " << k.communication_s
+      << " s communication, " << upd / 1e9 << " G updates\n";
+  }
+  std::vector<StageMetrics> total;
+  std::vector<int> runs;
+  for (auto& k : ranks)
+    for (auto& m : k.stages) {
+      auto it = std::find_if(total.begin(), total.end(), [&](const StageMetrics& t) { return t.id == m.id; });
+      if (it == total.end()) {
+        total.push_back(m);
+        runs.push_back(1);
+        continue;
+      }
+      it->items_in += m.items_in;
+      it->wall_s += m.wall_s;
+      it->device_s += m.device_s;
+      it->work.visibilities += m.work.visibilities;
+      it->work.updates += m.work.updates;
+      it->work.bytes_h2d += m.work.bytes_h2d;
+      it->work.bytes_d2h += m.work.bytes_d2h;
+      ++runs[std::size_t(it - total.begin())];
+    }
+  s << "totals over the ranks:\n" << std::left << std::setw(30) << "stage" << std::right << std::setw(6) << "ranks"
+    << std::setw(9) << "items" << std::setw(13) << "wall ms" << std::setw(13) << "device ms" << std::setw(14)
+    << "visibilities" << std::setw(13) << "updates" << "\n";
+  for (std::size_t i = 0; i < total.size(); ++i) {
+    auto& m = total[i];
+    s << std::left << std::setw(30) << m.id.substr(0, 29) << std::right << std::setw(6) << runs[i] << std::setw(9)
+      << m.items_in << std::setw(13) << std::setprecision(2) << m.wall_s * 1e3 << std::setw(13);
+    if (m.backend == "cuda") s << m.device_s * 1e3;
+    else s << "-";
+    s << std::setw(14) << fmt_rate(m.work.visibilities) << std::setw(13) << fmt_rate(m.work.updates) << "\n";
+  }
   return s.str();
 }
 
@@ -51,11 +97,24 @@ std::string format_report(const RunReport& r) {
   }
   s << "bytes over the bus: host->device " << std::setprecision(3) << h2d / 1e6 << " MB, device->host "
     << d2h / 1e6 << " MB\n";
+  for (auto& lp : r.loops) {
+    s << "loop " << lp.id << ": " << lp.cycles.size() << " cycles, stopped by " << lp.stopped_by << "\n"
+      << std::setw(7) << "cycle" << std::setw(13) << "peak before" << std::setw(13) << "peak after" << std::setw(12)
+      << "noise" << std::setw(12) << "cleaned" << std::setw(12) << "model" << std::setw(11) << "minor it" << std::setw(10)
+      << "wall s" << "  minor cycle stopped by\n";
+    for (auto& c : lp.cycles)
+      s << std::setw(7) << c.cycle << std::setprecision(5) << std::setw(13) << c.peak_start << std::setw(13) << c.peak
+        << std::setw(12) << c.noise << std::setw(12) << c.flux << std::setw(12) << c.model_flux << std::setw(11)
+        << c.iterations << std::setprecision(2) << std::setw(10) << c.wall_s << "  " << c.minor_stop << "\n";
+  }
+  if (r.ranks.size() > 1) s << format_ranks(r.ranks);
   for (auto& o : r.outputs) s << "wrote " << o << "\n";
   return s.str();
 }
 
-std::string report_json(const RunReport& r) {
+namespace {
+
+nlohmann::json to_json(const RunReport& r) {
   nlohmann::json j;
   j["pipeline"] = r.pipeline;
   j["file"] = r.file;
@@ -83,7 +142,60 @@ std::string report_json(const RunReport& r) {
                            {"visibilities_per_s", t > 0 ? m.work.visibilities / t : 0.0},
                            {"updates_per_s", t > 0 ? m.work.updates / t : 0.0}});
   }
-  return j.dump(2);
+  for (auto& lp : r.loops) {
+    nlohmann::json l{{"id", lp.id}, {"stopped_by", lp.stopped_by}, {"cycles", nlohmann::json::array()}};
+    for (auto& c : lp.cycles)
+      l["cycles"].push_back({{"cycle", c.cycle},
+                             {"peak_residual_start_jy", c.peak_start},
+                             {"peak_residual_jy", c.peak},
+                             {"noise_jy", c.noise},
+                             {"flux_cleaned_jy", c.flux},
+                             {"model_flux_jy", c.model_flux},
+                             {"minor_iterations", c.iterations},
+                             {"total_minor_iterations", c.total_iterations},
+                             {"minor_stop", c.minor_stop},
+                             {"wall_s", c.wall_s}});
+    j["loops"].push_back(l);
+  }
+  j["rank"] = r.rank;
+  j["communication_s"] = r.communication_s;
+  for (auto& k : r.ranks) j["ranks"].push_back(to_json(k));
+  return j;
+}
+
+}  // namespace
+
+std::string report_json(const RunReport& r) { return to_json(r).dump(2); }
+
+RunReport report_from_json(const std::string& text) {
+  const auto j = nlohmann::json::parse(text);
+  RunReport r;
+  r.pipeline = j.at("pipeline");
+  r.file = j.at("file");
+  r.device = j.at("device");
+  r.wall_s = j.at("wall_s");
+  r.stream_start_s = j.at("stream_start_s");
+  r.outputs = j.at("outputs").get<std::vector<std::string>>();
+  r.rank = j.value("rank", 0);
+  r.communication_s = j.value("communication_s", 0.0);
+  for (auto& s : j.value("stages", nlohmann::json::array())) {
+    StageMetrics m;
+    m.id = s.at("id");
+    m.type = s.at("type");
+    m.backend = s.at("backend");
+    m.inserted = s.at("inserted");
+    m.items_in = s.at("items_in");
+    m.items_out = s.at("items_out");
+    m.wall_s = s.at("wall_s");
+    m.device_s = s.at("device_s");
+    m.busy_from = s.at("busy_from_s");
+    m.busy_to = s.at("busy_to_s");
+    m.last_output_s = s.at("last_output_s");
+    m.work = {.visibilities = s.at("visibilities"), .updates = s.at("updates"), .bytes_h2d = s.at("bytes_h2d"),
+              .bytes_d2h = s.at("bytes_d2h")};
+    r.stages.push_back(std::move(m));
+  }
+  return r;
 }
 
 }  // namespace uvflow

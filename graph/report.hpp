@@ -23,12 +23,36 @@ struct StageMetrics {
   double time_s() const { return backend == "cuda" && device_s > 0 ? device_s : wall_s; }
 };
 
+// One cycle of a loop (a `loop:` entry): its figures as the stage named by the loop's `figures:`
+// reported them (all 0 without one), and the host time the cycle took.
+struct CycleReport {
+  std::int64_t cycle = 0;
+  double peak_start = 0, peak = 0, noise = 0;  // Jy/beam: the residual's peak before and after, its noise
+  double flux = 0, model_flux = 0;             // Jy: cleaned in the cycle, in the model after it
+  std::int64_t iterations = 0, total_iterations = 0;
+  std::string minor_stop;                      // why the minor cycle stopped
+  double wall_s = 0;
+};
+
+struct LoopReport {
+  std::string id;
+  std::vector<CycleReport> cycles;
+  std::string stopped_by;  // max_cycles, threshold, threshold_sigma, max_minor_iterations, no_components
+};
+
 struct RunReport {
   std::string pipeline, file, device;
   double wall_s = 0;  // the whole run, graph construction to the last stage
   double stream_start_s = 0;  // when the sources began streaming (after run.once_first's phase)
   std::vector<StageMetrics> stages;
   std::vector<std::string> outputs;  // files written
+  std::vector<LoopReport> loops;     // per cycle, each loop's figures
+  // A run of several MPI ranks (runtime/dist.hpp): this process's rank, the seconds it spent in
+  // collectives (waiting for the other ranks included), and on rank 0 every rank's report, in
+  // rank order (its own first), each without outputs.
+  int rank = 0;
+  double communication_s = 0;
+  std::vector<RunReport> ranks;
 
   // The stage with this id; throws std::out_of_range naming it when the run had none.
   const StageMetrics& stage(std::string_view id) const;
@@ -36,5 +60,7 @@ struct RunReport {
 
 std::string format_report(const RunReport& r);
 std::string report_json(const RunReport& r);
+// What report_json wrote, back (the per-rank reports travel to rank 0 as JSON).
+RunReport report_from_json(const std::string& json);
 
 }  // namespace uvflow

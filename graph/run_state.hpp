@@ -1,5 +1,5 @@
 // What the nodes of one run share: the plan, the clock, the first failure (which cancels the
-// graph), the device watcher and the output files.
+// running graph), the device watcher and the output files.
 #pragma once
 
 #include <oneapi/tbb/flow_graph.h>
@@ -8,6 +8,7 @@
 #include <chrono>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "graph/pipeline.hpp"
@@ -23,27 +24,38 @@ inline double seconds_between(Clock::time_point a, Clock::time_point b) {
 }
 
 struct RunState {
-  RunState(const Plan& p, tbb::flow::graph& g) : plan(p), graph(g) {}
-  // The first failure is the one reported; it cancels the graph.
+  explicit RunState(const Plan& p) : plan(p) {}
+  // The first failure is the one reported; it cancels the graph that is running.
   void fail(std::exception_ptr e) {
     bool expected = false;
     if (failed.compare_exchange_strong(expected, true)) {
       first_error = e;
-      graph.cancel();
+      std::lock_guard lk(graph_m_);
+      if (graph_) graph_->cancel();
     }
+  }
+  // The flow graph now running (a plan with loops runs several, one after another; graph/plan_runner),
+  // or nullptr between them. A graph attached after a failure is cancelled at once.
+  void attach(tbb::flow::graph* g) {
+    std::lock_guard lk(graph_m_);
+    graph_ = g;
+    if (g && failed) g->cancel();
   }
   double since_start() const { return seconds_between(t0, Clock::now()); }
 
   const Plan& plan;
-  tbb::flow::graph& graph;
-  Watcher* watcher = nullptr;  // runs with cuda stages only
+  Watcher* watcher = nullptr;  // the running graph's, in runs with cuda stages only
   std::string device_name;
   OutputFiles files{"uvflow"};
   std::atomic<bool> failed{false};
   std::exception_ptr first_error;
-  // Cleared when the run is over: device work completing later then releases nothing.
+  // Cleared when the running graph is over: device work completing later then releases nothing.
   std::shared_ptr<std::atomic<bool>> alive = std::make_shared<std::atomic<bool>>(true);
   Clock::time_point t0 = Clock::now();
+
+ private:
+  std::mutex graph_m_;
+  tbb::flow::graph* graph_ = nullptr;
 };
 
 }  // namespace uvflow

@@ -72,7 +72,7 @@ void StageNode::build(flow::graph& g) {
   }
 }
 
-void StageNode::connect_inputs(std::vector<std::unique_ptr<StageNode>>& nodes) {
+void StageNode::connect_inputs(const OutputOf& source) {
   for (auto& l : inst_.inputs) {
     std::string port = l.port;
     receivers_.push_back(std::make_unique<flow::function_node<Msg, flow::continue_msg, flow::lightweight>>(
@@ -80,7 +80,7 @@ void StageNode::connect_inputs(std::vector<std::unique_ptr<StageNode>>& nodes) {
           deliver(port, m);
           return flow::continue_msg();
         }));
-    flow::make_edge(*nodes[l.from]->out.at(l.from_port), *receivers_.back());
+    flow::make_edge(source(l), *receivers_.back());
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -47,7 +48,9 @@ class StageNode {
   // Configures and prepares the stage (throws what they throw).
   StageNode(RunState& run, const StageInstance& inst, std::unique_ptr<Stage> stage);
   void build(tbb::flow::graph& g);
-  void connect_inputs(std::vector<std::unique_ptr<StageNode>>& nodes);
+  // `source(link)`: the node of the output that link reads.
+  using OutputOf = std::function<tbb::flow::broadcast_node<Msg>&(const InputLink&)>;
+  void connect_inputs(const OutputOf& source);
   void start_source();  // a source's start(): emits its up-front once outputs
   void activate();      // starts the streams
   StageMetrics metrics() const;

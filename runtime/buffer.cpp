@@ -31,8 +31,18 @@ std::shared_ptr<Storage> Storage::device(std::size_t bytes, const device::Stream
   return st;
 }
 
+std::shared_ptr<Storage> Storage::external(void* p, std::size_t bytes, Location loc, std::shared_ptr<void> owner) {
+  auto st = std::shared_ptr<Storage>(new Storage(p, bytes, loc, false));
+  st->owner_ = std::move(owner);
+  return st;
+}
+
 Storage::~Storage() {
-  if (loc_ == Location::device) {
+  if (owner_) {
+    // The owner may free the memory at once: the device work on it must be over first.
+    if (writer_.valid()) writer_.synchronize();
+    for (auto& e : readers_) e.synchronize();
+  } else if (loc_ == Location::device) {
     std::vector<device::Event> after = readers_;
     if (writer_.valid()) after.push_back(writer_);
     device::release(p_, after.data(), after.size());

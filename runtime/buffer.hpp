@@ -30,6 +30,10 @@ class Storage {
   static std::shared_ptr<Storage> host(std::size_t bytes, bool pinned = false);
   // Device memory from the stream-ordered pool, usable on `s` at once.
   static std::shared_ptr<Storage> device(std::size_t bytes, const device::Stream& s);
+  // Memory that someone else owns (a NumPy or CuPy array handed in by a program embedding uvflow):
+  // used in place, never freed here; `owner` is dropped when the storage is, after the device work
+  // that reads or writes it has completed.
+  static std::shared_ptr<Storage> external(void* p, std::size_t bytes, Location loc, std::shared_ptr<void> owner);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -53,6 +57,7 @@ class Storage {
   mutable std::mutex m_;
   device::Event writer_;
   std::vector<device::Event> readers_;
+  std::shared_ptr<void> owner_;  // external memory: its owner; null: ours
 };
 
 // The untyped part of an Array: what transfers and event stamping need.
@@ -101,6 +106,13 @@ class Array : public ArrayBase {
   static Array device(std::size_t n, const device::Stream& s) {
     Array a;
     a.s_ = Storage::device(n * sizeof(T), s);
+    a.n_ = n;
+    return a;
+  }
+  // `n` elements at `p`, owned by `owner` (Storage::external): no copy.
+  static Array external(T* p, std::size_t n, Location loc, std::shared_ptr<void> owner) {
+    Array a;
+    a.s_ = Storage::external(p, n * sizeof(T), loc, std::move(owner));
     a.n_ = n;
     return a;
   }

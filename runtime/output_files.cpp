@@ -75,7 +75,10 @@ fs::path OutputFiles::temp_for(const fs::path& final_path) {
 
   static const std::string host = host_tag();
   const std::string prefix = "-" + host + "-" + std::to_string(getpid()) + "-";  // not cached: a fork has its own
-  static thread_local std::mt19937 rng(std::random_device{}());
+  // A small generator: libuvflow has initial-exec TLS (graph/interrupt.cpp), so its whole TLS block
+  // must fit the few hundred bytes glibc keeps for libraries loaded later (Python's import of
+  // uvflow dlopens it); an mt19937 here (5000 bytes) made that import fail.
+  static thread_local std::minstd_rand rng(std::random_device{}());
   for (int attempt = 0;; ++attempt) {
     char rnd[9];
     std::snprintf(rnd, sizeof rnd, "%08x", unsigned(rng()));

@@ -239,6 +239,10 @@ struct StageSpec {
   std::vector<ParamSpec> params;
   std::vector<BackendSpec> backends;  // the first is the default
   Concurrency concurrency = Concurrency::serial;
+  // In a run of several MPI ranks (runtime/dist.hpp), this stage's outputs are what all ranks made
+  // together and exist on rank 0 only (a reduction to the root): the stages it feeds, directly or
+  // not, run on rank 0 alone, and the other ranks leave them out of their plan.
+  bool output_on_root = false;
   // Optional: the shapes of the outputs from the checked parameters and the shapes of the inputs
   // (see PortShape); a port left out is unknown. It runs while planning, `uvflow check` and `plan`
   // included, so it is cheap, allocates nothing, and leaves unknown what it cannot tell rather

@@ -141,6 +141,7 @@ struct StageDecl {
   std::vector<PortSpec> inputs, outputs;
   std::vector<Field<P>> params;
   Concurrency concurrency = Concurrency::serial;
+  bool output_on_root = false;  // StageSpec::output_on_root: a reduction across MPI ranks
   // Optional: the output shapes from the typed parameters and the input shapes (StageSpec::describe
   // says what it may do), e.g. `.describe = [](const Params& p, const PortShapes&) { return PortShapes{{"image",
   // {.nx = p.size, .ny = p.size}}}; }`. Ports are named by their constants: {std::string(out.name), ...}.
@@ -152,6 +153,7 @@ struct StageDecl {
     for (const auto& f : params) s.params.push_back(f.spec());
     s.backends = std::move(backends);
     s.concurrency = concurrency;
+    s.output_on_root = output_on_root;
     if (describe)
       s.describe = [decl = *this](const ParamValues& values, const PortShapes& in) {
         return decl.describe(decl.read(values), in);

@@ -5,9 +5,11 @@ set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config
       libtbb-dev libeigen3-dev libfftw3-dev libyaml-cpp-dev libgtest-dev
-      libcfitsio-dev casacore-dev libcli11-dev libspdlog-dev libfmt-dev libpng-dev nlohmann-json3-dev)
+      libcfitsio-dev casacore-dev libcli11-dev libspdlog-dev libfmt-dev libpng-dev nlohmann-json3-dev
+      pybind11-dev python3-dev python3-numpy  # the Python module (docs/python.md)
+      libopenmpi-dev openmpi-bin)  # distributed runs, mpirun (docs/distributed.md; optional: UVFLOW_MPI)
 if [[ ${1:-} == --tests ]]; then
-  pkgs+=(wsclean casacore-data python3-casacore python3-numpy python3-astropy)
+  pkgs+=(wsclean casacore-data python3-casacore python3-numpy python3-astropy python3-pytest)
 fi
 
 missing=()

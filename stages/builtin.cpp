@@ -5,27 +5,35 @@
 #include "stages/deconv/restore.hpp"
 #include "stages/degrid/serial.hpp"
 #include "stages/degrid/wproj.hpp"
+#include "stages/degrid/wstack.hpp"
 #include "stages/fft/grid_to_image.hpp"
 #include "stages/fft/image_to_grid.hpp"
 #include "stages/grid/atomic.hpp"
 #include "stages/grid/serial.hpp"
 #include "stages/grid/tiled.hpp"
+#include "stages/grid/wstack.hpp"
 #include "stages/image/column_gain.hpp"
 #include "stages/image/grid_correct.hpp"
 #include "stages/image/psf.hpp"
 #include "stages/image/psf_convolve.hpp"
+#include "stages/image/zeros.hpp"
+#include "stages/io/collect.hpp"
+#include "stages/io/image_arrays.hpp"
 #include "stages/io/read_fits.hpp"
 #include "stages/io/read_image.hpp"
 #include "stages/io/read_ms.hpp"
 #include "stages/io/read_seeds.hpp"
 #include "stages/io/simulate.hpp"
 #include "stages/io/simulate_frames.hpp"
+#include "stages/io/vis_arrays.hpp"
 #include "stages/io/write_fits.hpp"
 #include "stages/io/write_grid.hpp"
 #include "stages/io/write_ms.hpp"
 #include "stages/io/write_png.hpp"
 #include "stages/io/write_seeds.hpp"
 #include "stages/kernels/wproj.hpp"
+#include "stages/mpi/reduce_density.hpp"
+#include "stages/mpi/reduce_grid.hpp"
 #include "stages/tiles/bucket_sort.hpp"
 #include "stages/tiles/count.hpp"
 #include "stages/transfer/transfer.hpp"
@@ -45,6 +53,8 @@ void register_builtin_stages(Registry& r) {
   r.add(grid_serial::spec());
   r.add(degrid_serial::spec());
   r.add(degrid_wproj::spec());
+  r.add(degrid_wstack::spec());
+  r.add(grid_wstack::spec());
   r.add(fft_image_to_grid::spec());
   r.add(vis_subtract::spec());
   r.add(vis_unit::spec());
@@ -56,6 +66,8 @@ void register_builtin_stages(Registry& r) {
   r.add(uvw_bounding_box::spec());
   r.add(uvw_weight_density::spec());
   r.add(uvw_weighting::spec());
+  r.add(mpi_reduce_density::spec());
+  r.add(mpi_reduce_grid::spec());
   r.add(tiles_count::spec());
   r.add(tiles_bucket_sort::spec());
   r.add(io_simulate::spec());
@@ -75,6 +87,10 @@ void register_builtin_stages(Registry& r) {
   r.add(image_psf::spec());
   r.add(image_column_gain::spec());
   r.add(image_psf_convolve::spec());
+  r.add(image_zeros::spec());
+  r.add(io_vis_arrays::spec());
+  r.add(io_image_arrays::spec());
+  r.add(io_collect::spec());
 }
 
 }  // namespace uvflow

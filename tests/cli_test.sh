@@ -3,14 +3,7 @@
 # failed, invalid or interrupted run. Usage: cli_test.sh UVFLOW PLUGIN_DIR SOURCE_DIR
 set -uo pipefail
 uvflow=$1 plugins=$2 src=$3
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-fails=0 passes=0
-check() {  # check NAME CONDITION...
-  local name=$1; shift
-  if "$@"; then passes=$((passes + 1)); else echo "FAIL: $name"; fails=$((fails + 1)); fi
-}
+source "$src/tests/support/checks.sh"
 run() {  # run ARGS...: sets rc, out, err
   "$uvflow" "$@" >out.txt 2>err.txt
   rc=$?
@@ -270,5 +263,4 @@ check "cache clear keeps other files" [ -e "$XDG_CACHE_HOME/uvflow/kernels/notes
 rm -rf "$work/xdg"
 unset XDG_CACHE_HOME
 
-echo "$passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+check_summary

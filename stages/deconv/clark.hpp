@@ -16,6 +16,9 @@ inline constexpr auto dirty = clean::kDirty;
 inline constexpr auto psf = clean::kPsf;
 inline constexpr auto model = clean::kModel;
 inline constexpr auto residual = clean::kResidual;
+inline constexpr auto model_so_far = clean::kModelSoFar;
+inline constexpr auto control = clean::kControl;
+inline constexpr auto figures = clean::kFigures;
 
 struct Params {
   double gain = 0.1;
@@ -40,9 +43,12 @@ inline const StageDecl<Params> decl{
            "masks, outputs and the `components` file as deconv.hogbom's (a component's peak residual is the value "
            "the patch cycle saw). With a patch as large as the PSF it finds Hogbom's components. Tested against "
            "that, against a direct implementation of Hogbom on random skies (fluxes and positions), and for the "
-           "residual being exactly dirty - model convolved with the PSF.",
-    .inputs = {dirty, psf},
-    .outputs = {model, residual},
+           "residual being exactly dirty - model convolved with the PSF. The cuda backend keeps the images on the "
+           "device: peak search, FFT convolution (cuFFT) and subtraction there, each cycle's selection and patch "
+           "cycle on the host by the same code on the residual read back once per cycle; against the cpu backend "
+           "in tests/gpu_deconv_test.cpp.",
+    .inputs = {dirty, psf, model_so_far, control},
+    .outputs = {model, residual, figures},
     .params = [] {
       auto f = clean::minor_cycle_params<Params>();
       f.push_back({&Params::psf_patch,
@@ -65,5 +71,8 @@ inline const StageDecl<Params> decl{
 };
 
 StageSpec spec();
+#ifdef UVFLOW_WITH_CUDA
+std::unique_ptr<Stage> make_cuda();  // clark.cu
+#endif
 
 }  // namespace uvflow::deconv_clark

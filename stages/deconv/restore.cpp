@@ -23,7 +23,10 @@ class Restore : public DeclaredStage<decl> {
     if (r->wcs && p->wcs && std::abs(r->wcs->cell_rad - p->wcs->cell_rad) > 1e-9 * r->wcs->cell_rad)
       throw InputError("deconv.restore: the PSF's cell (" + std::to_string(p->wcs->cell_rad) +
                        " rad) differs from the residual's (" + std::to_string(r->wcs->cell_rad) + " rad)");
-    const clean::Gaussian g = clean::fit_main_lobe(*p, params().fit_threshold, "deconv.restore");
+    const Params& pr = params();
+    const clean::Gaussian g = pr.beam_fit == "wsclean"
+                                  ? clean::fit_wsclean(*p, pr.fit_threshold, pr.fit_box_beams, "deconv.restore")
+                                  : clean::fit_main_lobe(*p, pr.fit_threshold, "deconv.restore");
     auto out = std::make_shared<Image>(*r);
     out->pixels = Array<float>::host(r->pixels.size());
     clean::restore(m->pixels.data(), r->pixels.data(), out->pixels.data(), r->nx, r->ny, g);

@@ -3,6 +3,8 @@
 // (BMAJ, BMIN, BPA).
 #pragma once
 
+#include <string>
+
 #include "runtime/payloads/image.hpp"
 #include "runtime/stage_decl.hpp"
 
@@ -18,7 +20,9 @@ inline constexpr Out<Image> restored{
     .name = "image", .arity = Arity::once, .residency = Residency::host, .doc = "the restored image, JY/BEAM, with its beam"};
 
 struct Params {
+  std::string beam_fit = "main_lobe";
   double fit_threshold = 0.35;
+  double fit_box_beams = 10;
 };
 
 inline const StageDecl<Params> decl{
@@ -26,7 +30,11 @@ inline const StageDecl<Params> decl{
     .summary = "restored image: model convolved with the fitted beam, plus the residual",
     .doc = "Fits a peak-1 elliptical Gaussian, centred on the PSF's centre pixel, to the PSF's main lobe (the "
            "pixels connected to the centre at or above fit_threshold of its value, and the 3 x 3 around it) by "
-           "least squares (Levenberg-Marquardt from a log-linear start), convolves the model with it (a component "
+           "least squares (Levenberg-Marquardt from a log-linear start); with beam_fit wsclean, refits it as "
+           "WSClean 3 does (-fit-beam): to every pixel of a box fit_box_beams beams across (WSClean's "
+           "-beam-fitting-size) of which WSClean's fitter counts only the quadrant right of and above the centre "
+           "(offsets computed in unsigned arithmetic wrap left of and below it), which gives WSClean's beam to "
+           "0.1 % and 0.1 degree (tests/wsclean_clean_test.cpp; docs/deconvolution.md). It convolves the model with it (a component "
            "of S Jy becomes a Gaussian of peak S Jy/beam) and adds the residual. The image carries the residual's "
            "sky coordinates and the beam (FWHM axes in degrees, position angle in degrees east of north, as FITS "
            "BMAJ, BMIN, BPA and WSClean write them), which io.write_fits writes into the header; the beam is "
@@ -34,7 +42,16 @@ inline const StageDecl<Params> decl{
            "known axes and angle (axes within 1 %, angle within 1 degree) and against a direct convolution.",
     .inputs = {model, residual, psf},
     .outputs = {restored},
-    .params = {{&Params::fit_threshold,
+    .params = {{&Params::beam_fit,
+                {.name = "beam_fit",
+                 .choices = {"main_lobe", "wsclean"},
+                 .doc = "main_lobe: fit the main lobe; wsclean: WSClean's fit (see above), for comparing with WSClean"}},
+               {&Params::fit_box_beams,
+                {.name = "fit_box_beams",
+                 .min = 1,
+                 .max = 1000,
+                 .doc = "beam_fit wsclean: the fitting box's side in beams (WSClean's -beam-fitting-size, default 10)"}},
+               {&Params::fit_threshold,
                 {.name = "fit_threshold",
                  .min = 0.01,
                  .max = 0.99,

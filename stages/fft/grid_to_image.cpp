@@ -9,6 +9,7 @@
 #include "runtime/payloads/grid.hpp"
 #include "runtime/payloads/image.hpp"
 #include "stages/shared/fftw.hpp"
+#include "stages/shared/sky_wcs.hpp"
 
 namespace uvflow::fft_grid_to_image {
 
@@ -31,22 +32,7 @@ void check_norm(double norm) {
     throw std::runtime_error("fft.grid_to_image: grid norm is " + std::to_string(norm) + ": no visibility was gridded");
 }
 
-SkyWcs sky_of(const Grid& g) {
-  const Observation& obs = *g.obs;
-  SkyWcs w;
-  w.ra_rad = obs.ra_rad;
-  w.dec_rad = obs.dec_rad;
-  w.cell_rad = g.geom.cell_rad;
-  w.freq_hz = obs.ref_freq_hz;
-  // WSClean's CDELT3: the band the channels cover, edge to edge.
-  if (!obs.freq_hz.empty() && obs.channel_width_hz > 0) {
-    const auto [lo, hi] = std::minmax_element(obs.freq_hz.begin(), obs.freq_hz.end());
-    w.bandwidth_hz = *hi - *lo + obs.channel_width_hz;
-  }
-  w.telescope = obs.telescope;
-  w.date_obs = obs.date_obs;
-  return w;
-}
+SkyWcs sky_of(const Grid& g) { return sky_wcs(*g.obs, g.geom.cell_rad); }
 
 namespace {
 

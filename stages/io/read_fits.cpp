@@ -8,6 +8,7 @@
 
 #include "runtime/error.hpp"
 #include "stages/shared/fits_image.hpp"
+#include "stages/shared/share.hpp"
 
 namespace uvflow::io_read_fits {
 namespace {
@@ -62,12 +63,13 @@ class ReadFits : public DeclaredStage<decl> {
     }
     length_ = n;
     pinned_ = pc.pinned(frames.name);
+    share_ = Share(params().share == "frames");
   }
 
-  std::int64_t stream_length() const override { return length_; }
+  std::int64_t stream_length() const override { return share_.count(length_); }
 
   void process(Context& ctx) override {
-    const std::int64_t i = ctx.item();
+    const std::int64_t i = share_.global(ctx.item());
     auto s = std::prev(std::upper_bound(sources_.begin(), sources_.end(), i,
                                         [](std::int64_t v, const Source& x) { return v < x.first; }));
     if (!open_ || open_->file() != s->file) {
@@ -87,6 +89,7 @@ class ReadFits : public DeclaredStage<decl> {
  private:
   std::vector<Source> sources_;
   std::int64_t length_ = 0;
+  Share share_;  // this rank's planes
   bool pinned_ = false;
   std::unique_ptr<fits::ImageFile> open_;
 };

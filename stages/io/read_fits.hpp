@@ -22,6 +22,7 @@ struct Params {
   std::optional<std::filesystem::path> path;
   std::optional<std::vector<std::filesystem::path>> paths;
   std::int64_t hdu = 0;
+  std::string share = "none";
 };
 
 // The frames' size (when every plane has the same) and count, from the files' headers; unknown
@@ -48,7 +49,13 @@ inline const StageDecl<Params> decl{
                  .min = 0,
                  .max = 100000,
                  .doc = "HDU holding the image (1 = primary); 0: the primary array, or the first extension if it is "
-                        "empty"}}},
+                        "empty"}},
+               {&Params::share,
+                {.name = "share",
+                 .choices = {"none", "frames"},
+                 .doc = "under mpirun -np N (docs/distributed.md): none, every rank reads every plane; frames, plane i "
+                        "of the stream is read (and so written) by rank i mod N alone, round-robin. One process reads "
+                        "every plane either way"}}},
     .describe = describe_frames,
 };
 

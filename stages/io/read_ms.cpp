@@ -14,7 +14,9 @@
 #include <sstream>
 
 #include "runtime/error.hpp"
+#include "runtime/dist.hpp"
 #include "runtime/units.hpp"
+#include "stages/shared/share.hpp"
 #include "stages/io/ms_tables.hpp"
 
 namespace uvflow::io_read_ms {
@@ -96,6 +98,7 @@ class ReadMs : public DeclaredStage<decl> {
     channel_ranges_ = parse_channels(channels_text_);
     stokes_ = p.stokes;
     rows_per_block_ = p.rows_per_block;
+    share_rows_ = p.share == "rows";
   }
 
   void prepare(PrepareContext& pc) override {
@@ -240,7 +243,9 @@ class ReadMs : public DeclaredStage<decl> {
     const int antennas = int(info.antennas.size());
     UvwStats total;
     blocks_.clear();
+    const Share share(share_rows_);
     for (std::int64_t first = 0; first < info.rows; first += block_rows_) {
+      if (!share.mine(first / block_rows_)) continue;
       const std::int64_t n = std::min(block_rows_, info.rows - first);
       ms_->read(first, n, false, chunk_);
       const UvwStats st = tbb::parallel_deterministic_reduce(
@@ -286,14 +291,28 @@ class ReadMs : public DeclaredStage<decl> {
       if (st.count > 0) blocks_.push_back({first, n});
       total.merge(st);
     }
+    std::int64_t blocks = std::int64_t(blocks_.size());
+    if (share.split()) merge_ranks(total, blocks);
     if (total.count == 0)
       throw InputError(path_ + ": nothing to read: FLAG and FLAG_ROW leave no visibility in field " + std::to_string(field_) +
                        ", channels " + (channels_text_.empty() ? "all" : "'" + channels_text_ + "'") + ", stokes " +
                        stokes_ + " (" + std::to_string(info.rows) + " rows)");
-    make_observation(total);
+    make_observation(total, blocks);
   }
 
-  void make_observation(const UvwStats& st) {
+  // The statistics of the whole MS from every rank's share (a bad row has ended the job already).
+  static void merge_ranks(UvwStats& st, std::int64_t& blocks) {
+    std::int64_t counts[2] = {st.count, blocks};
+    dist::all_reduce(counts, counts, 2, dist::Op::sum);
+    double high[2] = {st.max_abs_w, st.max_abs_uv}, low[2] = {st.min_abs_w, st.first_time};
+    dist::all_reduce(high, high, 2, dist::Op::max);
+    dist::all_reduce(low, low, 2, dist::Op::min);
+    dist::all_reduce(&st.sum_w2, &st.sum_w2, 1, dist::Op::sum);
+    st.count = counts[0], blocks = counts[1];
+    st.max_abs_w = high[0], st.max_abs_uv = high[1], st.min_abs_w = low[0], st.first_time = low[1];
+  }
+
+  void make_observation(const UvwStats& st, std::int64_t blocks) {
     const ms::MsInfo& info = ms_->info();
     auto obs = std::make_shared<Observation>();
     obs->telescope = info.telescope;
@@ -307,7 +326,7 @@ class ReadMs : public DeclaredStage<decl> {
     obs->ref_freq_hz = (freq_hz_.front() + freq_hz_.back()) / 2;  // the band centre, as WSClean's CRVAL3
     obs->date_obs = ms::iso8601(st.first_time);
     obs->total_visibilities = st.count;
-    obs->total_blocks = std::int64_t(blocks_.size());
+    obs->total_blocks = blocks;
     obs->max_abs_w = st.max_abs_w;
     obs->min_abs_w = st.min_abs_w;
     obs->rms_abs_w = std::sqrt(st.sum_w2 / double(st.count));
@@ -393,6 +412,7 @@ class ReadMs : public DeclaredStage<decl> {
   int field_choice_ = -1, field_ = 0;
   std::vector<std::pair<int, int>> channel_ranges_;
   std::int64_t rows_per_block_ = 0, block_rows_ = 0;  // the parameter; the rows of a block
+  bool share_rows_ = false;                            // the `share` parameter
 
   std::unique_ptr<ms::MsReader> ms_;
   int chan0_ = 0, span_ = 0;           // the channels read: [chan0_, chan0_ + span_)

@@ -27,6 +27,7 @@ struct Params {
   std::string channels = "";
   std::string stokes = "I";
   std::int64_t rows_per_block = 0;
+  std::string share = "none";
 };
 
 inline const StageDecl<Params> decl{
@@ -82,7 +83,13 @@ inline const StageDecl<Params> decl{
                  .max = 1e9,
                  .doc = "main-table rows per emitted block; memory: the columns of one block (about 100 bytes a row "
                         "with one channel) and 44 bytes per visibility of each block in flight; 0: 2^20 visibilities' "
-                        "worth of rows"}}},
+                        "worth of rows"}},
+               {&Params::share,
+                {.name = "share",
+                 .choices = {"none", "rows"},
+                 .doc = "under mpirun -np N (docs/distributed.md): none, every rank reads the whole MS; rows, rank r "
+                        "reads (and scans for the uvw statistics, summed over the ranks) only the blocks of "
+                        "rows_per_block rows b with b mod N = r. One process reads everything either way"}}},
     .concurrency = Concurrency::serial,
 };
 

@@ -19,6 +19,7 @@
 
 #include "runtime/error.hpp"
 #include "runtime/units.hpp"
+#include "stages/shared/share.hpp"
 
 namespace uvflow::io_simulate {
 namespace {
@@ -240,6 +241,7 @@ class Simulate : public DeclaredStage<decl> {
     seed_ = std::uint64_t(p.seed);
     noise_jy_ = p.noise_jy;
     precompute_ = p.precompute;
+    share_rows_ = p.share == "rows";
     configure_sky(p);
   }
 
@@ -251,6 +253,7 @@ class Simulate : public DeclaredStage<decl> {
                        " stations, " + std::to_string(stations_) + " asked for");
     if (pc.dry_run) return;
     pinned_ = pc.pinned(vis.name);
+    share_ = Share(share_rows_);
     std::vector<Station> chosen;
     antennas_.clear();
     for (std::size_t i : nearest_stations(all, stations_)) {
@@ -263,7 +266,7 @@ class Simulate : public DeclaredStage<decl> {
     make_observation();
     if (precompute_) {
       const auto t0 = std::chrono::steady_clock::now();
-      for (std::int64_t b = 0; b < blocks_; ++b) precomputed_.push_back(make_block(b));
+      for (std::int64_t b = 0; b < share_.count(blocks_); ++b) precomputed_.push_back(make_block(share_.global(b)));
       spdlog::info("io.simulate: precomputed {} visibilities in {} blocks in {:.2f} s", obs_->total_visibilities, blocks_,
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
@@ -276,12 +279,12 @@ class Simulate : public DeclaredStage<decl> {
     ctx.emit(info, out);
   }
 
-  std::int64_t stream_length() const override { return blocks_; }
+  std::int64_t stream_length() const override { return share_.count(blocks_); }
 
   void process(Context& ctx) override {
-    const std::int64_t index = ctx.item();
+    const std::int64_t index = share_.global(ctx.item());
     // Precomputed blocks are handed over, not kept: memory falls as the stream drains.
-    auto block = precomputed_.empty() ? make_block(index) : std::move(precomputed_[std::size_t(index)]);
+    auto block = precomputed_.empty() ? make_block(index) : std::move(precomputed_[std::size_t(ctx.item())]);
     ctx.add_work({.visibilities = double(block->size())});  // "updates" are gridding kernel points: none here
     ctx.emit(vis, block);
   }
@@ -578,6 +581,8 @@ class Simulate : public DeclaredStage<decl> {
 
   std::string preset_, layout_;
   int stations_ = 0, dumps_ = 0, dumps_per_block_ = 0, blocks_ = 0;
+  bool share_rows_ = false;  // the `share` parameter
+  Share share_;              // this rank's blocks
   std::int64_t baselines_ = 0;
   double freq_hz_ = 0, ra_ = 0, dec_ = 0, el_start_ = 0, el_end_ = 0, h_start_ = 0, h_end_ = 0;
   int channels_ = 1;

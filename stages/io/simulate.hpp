@@ -41,6 +41,7 @@ struct Params {
   bool precompute = false;
   std::vector<Record> sky;
   double sky_spacing_deg = 0.05;
+  std::string share = "none";
 };
 
 inline const StageDecl<Params> decl{
@@ -167,7 +168,13 @@ inline const StageDecl<Params> decl{
            .unit = "deg",
            .min = 1e-4,
            .max = 5.0,
-           .doc = "spacing of the default source grid (used when sky is empty)"}}},
+           .doc = "spacing of the default source grid (used when sky is empty)"}},
+         {&Params::share,
+          {.name = "share",
+           .choices = {"none", "rows"},
+           .doc = "under mpirun -np N (docs/distributed.md): none, every rank simulates every block; rows, block b "
+                  "(dumps_per_block whole dumps) is simulated by rank b mod N alone, with the same values as in one "
+                  "process. One process simulates everything either way"}}},
     .concurrency = Concurrency::serial,
 };
 

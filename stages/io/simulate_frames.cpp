@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runtime/payloads/image.hpp"
+#include "stages/shared/share.hpp"
 
 namespace uvflow::io_simulate_frames {
 namespace {
@@ -35,18 +36,20 @@ class SimulateFrames : public DeclaredStage<decl> {
     sources_ = int(p.sources);
     noise_ = float(p.noise);
     distinct_ = p.distinct;
+    share_frames_ = p.share == "frames";
   }
 
   void prepare(PrepareContext& pc) override {
     pinned_ = pc.pinned(frames.name);
+    share_ = Share(share_frames_);
     if (pc.dry_run) return;
     for (std::int64_t i = 0; i < std::min(distinct_, count_); ++i) made_.push_back(make(i));
   }
 
-  std::int64_t stream_length() const override { return count_; }
+  std::int64_t stream_length() const override { return share_.count(count_); }
 
   void process(Context& ctx) override {
-    const std::int64_t index = ctx.item();
+    const std::int64_t index = share_.global(ctx.item());
     if (made_.empty()) {
       ctx.emit(frames, make(index));
       return;
@@ -58,6 +61,8 @@ class SimulateFrames : public DeclaredStage<decl> {
   }
 
  private:
+  bool share_frames_ = false;  // the `share` parameter
+  Share share_;                // this rank's frames
   std::shared_ptr<Image> make(std::int64_t index) const {
     std::seed_seq seq{std::uint32_t(seed_), std::uint32_t(seed_ >> 32), std::uint32_t(index),
                       std::uint32_t(std::uint64_t(index) >> 32)};

@@ -22,6 +22,7 @@ struct Params {
   std::int64_t sources = 300;
   double noise = 2.0;
   std::int64_t distinct = 0;
+  std::string share = "none";
 };
 
 inline const StageDecl<Params> decl{
@@ -50,7 +51,11 @@ inline const StageDecl<Params> decl{
                  .max = 1e6,
                  .doc = "0: every frame made as it streams; N > 0: frames 0 to N-1 are made before the run and "
                         "frame i is frame i mod N (benchmarks: the frames are in host memory, as if read, and cost "
-                        "nothing per frame)"}}},
+                        "nothing per frame)"}},
+               {&Params::share,
+                {.name = "share",
+                 .choices = {"none", "frames"},
+                 .doc = "under mpirun -np N (docs/distributed.md): none, every rank makes every frame; frames, frame i is made (and so written) by rank i mod N alone, round-robin. One process makes every frame either way"}}},
     .concurrency = Concurrency::parallel,
     .describe = [](const Params& p, const PortShapes&) {
       return PortShapes{{std::string(frames.name), PortShape{.items = p.count, .nx = int(p.width), .ny = int(p.height)}}};

@@ -6,6 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <fstream>
@@ -31,11 +32,8 @@ std::string box_text(const Box& b) {
 // The PSF's centre pixel value, which must be positive: components are scaled by it.
 double psf_centre(const Image& psf, const std::string& where) {
   if (!psf.consistent()) throw InputError(where + ": the PSF has inconsistent size");
-  const double p0 = psf.pixels[std::size_t(psf.ny / 2) * std::size_t(psf.nx) + std::size_t(psf.nx / 2)];
-  if (!(p0 > 0) || !std::isfinite(p0))
-    throw InputError(where + ": the PSF's centre pixel (" + std::to_string(psf.nx / 2) + ", " +
-                     std::to_string(psf.ny / 2) + ") is " + std::to_string(p0) + ", not positive");
-  return p0;
+  return require_positive_centre(psf.pixels[std::size_t(psf.ny / 2) * std::size_t(psf.nx) + std::size_t(psf.nx / 2)],
+                                 psf, where);
 }
 
 // Solves the symmetric 3 x 3 system m x = r (Cramer); false when it is singular.
@@ -57,7 +55,69 @@ bool is_ellipse(const Gaussian& g) {
   return g.a > 0 && g.c > 0 && g.a * g.c - g.b * g.b > 0 && std::isfinite(g.a + g.b + g.c);
 }
 
+// Levenberg-Marquardt on sum over `pixels` of (at(x, y) - exp(-(a x^2 + 2 b xy + c y^2)))^2, x and y
+// from (cx, cy), from `g`.
+Gaussian refine_fit(const std::vector<std::pair<int, int>>& pixels, const std::function<double(int, int)>& at, int cx,
+                    int cy, Gaussian g) {
+  auto cost = [&](const Gaussian& h) {
+    double s = 0;
+    for (auto [ix, iy] : pixels) {
+      const double x = ix - cx, y = iy - cy;
+      const double e = at(ix, iy) - std::exp(-(h.a * x * x + 2 * h.b * x * y + h.c * y * y));
+      s += e * e;
+    }
+    return s;
+  };
+  double lambda = 1e-3, c0 = cost(g);
+  for (int it = 0; it < 100; ++it) {
+    std::array<double, 9> jj{};
+    std::array<double, 3> jr{};
+    for (auto [ix, iy] : pixels) {
+      const double x = ix - cx, y = iy - cy;
+      const double model = std::exp(-(g.a * x * x + 2 * g.b * x * y + g.c * y * y));
+      const std::array<double, 3> d{-x * x * model, -2 * x * y * model, -y * y * model};
+      const double e = at(ix, iy) - model;
+      for (int i = 0; i < 3; ++i) {
+        jr[std::size_t(i)] += d[std::size_t(i)] * e;
+        for (int j = 0; j < 3; ++j) jj[std::size_t(3 * i + j)] += d[std::size_t(i)] * d[std::size_t(j)];
+      }
+    }
+    bool improved = false;
+    while (lambda < 1e12) {
+      auto damped = jj;
+      for (int i = 0; i < 3; ++i) damped[std::size_t(4 * i)] *= 1 + lambda;
+      std::array<double, 3> step{};
+      Gaussian trial = g;
+      if (solve3(damped, jr, step)) trial = {g.a + step[0], g.b + step[1], g.c + step[2]};
+      const double c1 = is_ellipse(trial) ? cost(trial) : INFINITY;
+      if (c1 < c0) {
+        improved = c0 - c1 > 1e-14 * c0;
+        g = trial;
+        c0 = c1;
+        lambda = std::max(lambda / 10, 1e-12);
+        break;
+      }
+      lambda *= 10;
+    }
+    if (!improved) break;
+  }
+  return g;
+}
+
+// The FWHM of g's major axis, in pixels.
+double major_fwhm_px(const Gaussian& g) {
+  return kFwhm / std::sqrt(2 * ((g.a + g.c) / 2 - std::hypot((g.a - g.c) / 2, g.b)));
+}
+
 }  // namespace
+
+double require_positive_centre(float centre, const Image& psf, const std::string& where) {
+  const double p0 = centre;
+  if (!(p0 > 0) || !std::isfinite(p0))
+    throw InputError(where + ": the PSF's centre pixel (" + std::to_string(psf.nx / 2) + ", " +
+                     std::to_string(psf.ny / 2) + ") is " + std::to_string(p0) + ", not positive");
+  return p0;
+}
 
 std::vector<Box> boxes_of(const std::vector<Record>& records, const std::string& param) {
   std::vector<Box> out;
@@ -148,7 +208,8 @@ MinorCycle hogbom(float* residual, float* model, int nx, int ny, const Image& ps
       for (int iy = rows.begin(); iy < rows.end(); ++iy) {
         float* r = residual + std::size_t(iy) * std::size_t(nx);
         const float* q = p + std::size_t(iy - y + pcy) * std::size_t(psf.nx) + std::size_t(pcx - x);
-        for (int ix = x_lo; ix < x_hi; ++ix) r[ix] -= flux * q[ix];
+        // One rounding (fma), as the cuda backend subtracts: the same residuals on both.
+        for (int ix = x_lo; ix < x_hi; ++ix) r[ix] = std::fma(-flux, q[ix], r[ix]);
       }
     });
   }
@@ -162,6 +223,51 @@ const std::vector<std::uint8_t>& MaskSource::get(int nx, int ny) {
     ny_ = ny;
   }
   return mask_;
+}
+
+std::vector<float> psf_patch_of(const Image& psf, int psf_patch) {
+  const int w = 2 * psf_patch + 1;
+  std::vector<float> patch(std::size_t(w) * std::size_t(w), 0.0f);
+  for (int dy = -psf_patch; dy <= psf_patch; ++dy)
+    for (int dx = -psf_patch; dx <= psf_patch; ++dx) {
+      const int x = dx + psf.nx / 2, y = dy + psf.ny / 2;
+      if (x >= 0 && y >= 0 && x < psf.nx && y < psf.ny)
+        patch[std::size_t(dy + psf_patch) * std::size_t(w) + std::size_t(dx + psf_patch)] =
+            psf.pixels[std::size_t(y) * std::size_t(psf.nx) + std::size_t(x)];
+    }
+  return patch;
+}
+
+void clark_cycle(const float* residual, const std::vector<std::uint8_t>& mask, int nx, double limit, double gain, double p0,
+                 std::int64_t niter, const std::vector<float>& patch, int psf_patch, MinorCycle& out, double& cleaned,
+                 std::vector<std::size_t>& at, std::vector<float>& fluxes) {
+  const std::size_t w = std::size_t(2 * psf_patch + 1);
+  std::vector<std::size_t> active;
+  std::vector<float> value;
+  for (std::size_t k = 0; k < mask.size(); ++k)
+    if (mask[k] && std::abs(residual[k]) > limit) {
+      active.push_back(k);
+      value.push_back(residual[k]);
+    }
+  at.clear();
+  fluxes.clear();
+  while (!value.empty() && std::int64_t(out.components.size()) < niter) {
+    std::size_t best = 0;
+    for (std::size_t i = 1; i < value.size(); ++i)
+      if (std::abs(value[i]) > std::abs(value[best])) best = i;
+    if (!(std::abs(value[best]) > limit)) break;
+    const int x = int(active[best] % std::size_t(nx)), y = int(active[best] / std::size_t(nx));
+    const float flux = float(gain * value[best] / p0);
+    cleaned += flux;
+    out.components.push_back({x, y, flux, value[best], cleaned});
+    at.push_back(active[best]);
+    fluxes.push_back(flux);
+    for (std::size_t i = 0; i < value.size(); ++i) {
+      const int dx = int(active[i] % std::size_t(nx)) - x, dy = int(active[i] / std::size_t(nx)) - y;
+      if (std::abs(dx) <= psf_patch && std::abs(dy) <= psf_patch)  // one rounding: the same on every compiler
+        value[i] = std::fma(-flux, patch[std::size_t(dy + psf_patch) * w + std::size_t(dx + psf_patch)], value[i]);
+    }
+  }
 }
 
 MinorCycle clark(float* residual, float* model, int nx, int ny, const Image& psf, const std::vector<std::uint8_t>& mask,
@@ -201,11 +307,12 @@ MinorCycle clark(float* residual, float* model, int nx, int ny, const Image& psf
   }, "deconv.clark backward FFT");
   fftwf_execute_dft(fwd.get(), fftw::as_fftw(kernel.get()), fftw::as_fftw(kernel.get()));
 
+  const std::vector<float> patch = psf_patch_of(psf, psf_patch);
   MinorCycle out;
   out.stop = "niter";
   double cleaned = 0;
-  std::vector<std::size_t> active;
-  std::vector<float> value;
+  std::vector<std::size_t> at;
+  std::vector<float> fluxes;
   for (;;) {
     float peak = -1;
     for (std::size_t k = 0, n = std::size_t(nx) * std::size_t(ny); k < n; ++k)
@@ -224,29 +331,11 @@ MinorCycle clark(float* residual, float* model, int nx, int ny, const Image& psf
     // out add up over the cycle's components, hence the factor; at most half the peak, so that every
     // cycle has pixels to clean.
     const double limit = std::max(threshold, std::min(0.5, cycle_factor * sidelobe) * peak);
-    active.clear();
-    value.clear();
-    for (std::size_t k = 0, n = std::size_t(nx) * std::size_t(ny); k < n; ++k)
-      if (mask[k] && std::abs(residual[k]) > limit) {
-        active.push_back(k);
-        value.push_back(residual[k]);
-      }
+    clark_cycle(residual, mask, nx, limit, gain, p0, niter, patch, psf_patch, out, cleaned, at, fluxes);
     std::fill(work.get(), work.get() + m, cfloat(0, 0));
-    while (std::int64_t(out.components.size()) < niter) {
-      std::size_t best = 0;
-      for (std::size_t i = 1; i < value.size(); ++i)
-        if (std::abs(value[i]) > std::abs(value[best])) best = i;
-      if (!(std::abs(value[best]) > limit)) break;
-      const int x = int(active[best] % std::size_t(nx)), y = int(active[best] / std::size_t(nx));
-      const float flux = float(gain * value[best] / p0);
-      cleaned += flux;
-      out.components.push_back({x, y, flux, value[best], cleaned});
-      model[active[best]] += flux;
-      work[std::size_t(y) * std::size_t(mx) + std::size_t(x)] += flux;
-      for (std::size_t i = 0; i < value.size(); ++i) {
-        const int dx = int(active[i] % std::size_t(nx)) - x, dy = int(active[i] / std::size_t(nx)) - y;
-        if (std::abs(dx) <= psf_patch && std::abs(dy) <= psf_patch) value[i] -= flux * psf_at(dx, dy);
-      }
+    for (std::size_t i = 0; i < at.size(); ++i) {
+      model[at[i]] += fluxes[i];
+      work[(at[i] / std::size_t(nx)) * std::size_t(mx) + at[i] % std::size_t(nx)] += fluxes[i];
     }
     // The cycle's components, convolved with the whole PSF, off the whole residual.
     fftwf_execute(fwd.get());
@@ -264,35 +353,99 @@ MinorCycle clark(float* residual, float* model, int nx, int ny, const Image& psf
   return out;
 }
 
-std::optional<CleanedImages> run_minor_cycle(
-    Context& ctx, const std::string& type, const Image& dirty, MaskSource& mask, const std::string& components_file,
-    const std::function<MinorCycle(float* residual, float* model, const std::vector<std::uint8_t>& mask)>& run) {
+double robust_rms(const float* pixels, const std::vector<std::uint8_t>& mask) {
+  std::vector<float> v;
+  for (std::size_t k = 0; k < mask.size(); ++k)
+    if (mask[k] && std::isfinite(pixels[k])) v.push_back(pixels[k]);
+  if (v.empty()) return 0;
+  auto median = [](std::vector<float>& x) {
+    auto mid = x.begin() + std::ptrdiff_t(x.size() / 2);
+    std::nth_element(x.begin(), mid, x.end());
+    return double(*mid);
+  };
+  const double m = median(v);
+  for (auto& x : v) x = float(std::abs(x - m));
+  return 1.4826 * median(v);
+}
+
+Limits minor_cycle_limits(double threshold, std::int64_t niter, double peak_start, double noise, const CycleControl* control) {
+  Limits l{threshold, niter, "threshold"};
+  if (!control) return l;
+  auto raise = [&](double t, const char* by) {
+    if (t > l.threshold) l.threshold = t, l.threshold_by = by;
+  };
+  raise(control->threshold_jy, "loop threshold");
+  raise(control->threshold_sigma * noise, "threshold_sigma");
+  raise((1 - control->major_gain) * peak_start, "major_gain");
+  if (control->minor_iterations_left >= 0) l.niter = std::min(l.niter, control->minor_iterations_left);
+  return l;
+}
+
+void check_cycle_inputs(const std::string& type, const Image& dirty, const Image* start_model) {
   if (!dirty.consistent()) throw InputError(type + ": the dirty image has inconsistent size");
+  if (start_model && (!start_model->consistent() || start_model->nx != dirty.nx || start_model->ny != dirty.ny))
+    throw InputError(type + ": the model so far is " + std::to_string(start_model->nx) + " x " +
+                     std::to_string(start_model->ny) + " pixels; the dirty image is " + std::to_string(dirty.nx) + " x " +
+                     std::to_string(dirty.ny));
+}
+
+Limits begin_minor_cycle(const float* dirty, const std::vector<std::uint8_t>& mask, double threshold, std::int64_t niter,
+                         const CycleControl* control, CycleFigures& f) {
+  for (std::size_t k = 0; k < mask.size(); ++k)
+    if (mask[k]) f.peak_start = std::max(f.peak_start, double(std::abs(dirty[k])));
+  f.noise = robust_rms(dirty, mask);
+  return minor_cycle_limits(threshold, niter, f.peak_start, f.noise, control);
+}
+
+double model_flux(const float* model, std::size_t n) {
+  double s = 0;
+  for (std::size_t k = 0; k < n; ++k) s += model[k];
+  return s;
+}
+
+void end_minor_cycle(Context& ctx, const std::string& type, const Limits& limits, const MinorCycle& cycle, double flux_in_model,
+                     const std::string& components_file, CycleFigures& f) {
+  const double cleaned = cycle.components.empty() ? 0.0 : cycle.components.back().cleaned;
+  f.peak = cycle.peak_residual;
+  f.flux = cleaned;
+  f.model_flux = flux_in_model;
+  f.iterations = std::int64_t(cycle.components.size());
+  f.stop = cycle.stop == "threshold" ? limits.threshold_by : cycle.stop;
+  spdlog::info("{}: {} components, {:.6g} Jy cleaned, peak residual {:.6g} Jy/beam (stopped by {} {:.6g})", ctx.stage_id(),
+               cycle.components.size(), cleaned, cycle.peak_residual, f.stop,
+               cycle.stop == "threshold" ? limits.threshold : double(limits.niter));
+  if (components_file.empty()) return;
+  std::ofstream file(ctx.output_file(components_file));
+  file << "# " << type << " components: iteration x y flux_jy peak_residual_jy cleaned_jy (stopped by " << cycle.stop
+       << ", final peak residual " << cycle.peak_residual << ")\n";
+  char line[160];
+  for (std::size_t i = 0; i < cycle.components.size(); ++i) {
+    const Component& c = cycle.components[i];
+    std::snprintf(line, sizeof line, "%zu %d %d %.9g %.9g %.9g\n", i + 1, c.x, c.y, c.flux, c.peak_residual, c.cleaned);
+    file << line;
+  }
+  file.close();
+  if (!file) throw std::runtime_error("cannot write " + components_file);
+}
+
+std::optional<CleanedImages> run_minor_cycle(
+    Context& ctx, const std::string& type, const Image& dirty, const Image* start_model, const CycleControl* control,
+    double threshold, std::int64_t niter, MaskSource& mask_source, const std::string& components_file,
+    const std::function<MinorCycle(float* residual, float* model, const std::vector<std::uint8_t>& mask, const Limits&)>& run) {
+  check_cycle_inputs(type, dirty, start_model);
   const std::size_t n = dirty.pixels.size();
-  CleanedImages out{std::make_shared<Image>(dirty), std::make_shared<Image>(dirty)};
+  CleanedImages out{std::make_shared<Image>(dirty), std::make_shared<Image>(dirty), std::make_shared<CycleFigures>()};
   out.residual->pixels = Array<float>::host(n);
   std::copy(dirty.pixels.begin(), dirty.pixels.end(), out.residual->pixels.begin());
   out.model->pixels = Array<float>::host(n);
-  std::fill(out.model->pixels.begin(), out.model->pixels.end(), 0.0f);
+  if (start_model) std::copy(start_model->pixels.begin(), start_model->pixels.end(), out.model->pixels.begin());
+  else std::fill(out.model->pixels.begin(), out.model->pixels.end(), 0.0f);
   if (out.model->wcs) out.model->wcs->bunit = "JY/PIXEL";
-  const MinorCycle cycle = run(out.residual->pixels.data(), out.model->pixels.data(), mask.get(dirty.nx, dirty.ny));
+  const std::vector<std::uint8_t>& mask = mask_source.get(dirty.nx, dirty.ny);
+  const Limits limits = begin_minor_cycle(dirty.pixels.data(), mask, threshold, niter, control, *out.figures);
+  const MinorCycle cycle = run(out.residual->pixels.data(), out.model->pixels.data(), mask, limits);
   if (cycle.stop == "cancelled") return std::nullopt;
-  const double cleaned = cycle.components.empty() ? 0.0 : cycle.components.back().cleaned;
-  spdlog::info("{}: {} components, {:.6g} Jy cleaned, peak residual {:.6g} Jy/beam (stopped by {})", ctx.stage_id(),
-               cycle.components.size(), cleaned, cycle.peak_residual, cycle.stop);
-  if (!components_file.empty()) {
-    std::ofstream f(ctx.output_file(components_file));
-    f << "# " << type << " components: iteration x y flux_jy peak_residual_jy cleaned_jy (stopped by " << cycle.stop
-      << ", final peak residual " << cycle.peak_residual << ")\n";
-    char line[160];
-    for (std::size_t i = 0; i < cycle.components.size(); ++i) {
-      const Component& c = cycle.components[i];
-      std::snprintf(line, sizeof line, "%zu %d %d %.9g %.9g %.9g\n", i + 1, c.x, c.y, c.flux, c.peak_residual, c.cleaned);
-      f << line;
-    }
-    f.close();
-    if (!f) throw std::runtime_error("cannot write " + components_file);
-  }
+  end_minor_cycle(ctx, type, limits, cycle, model_flux(out.model->pixels.data(), n), components_file, *out.figures);
   return out;
 }
 
@@ -339,48 +492,31 @@ Gaussian fit_main_lobe(const Image& psf, double threshold, const std::string& wh
     throw InputError(where + ": the PSF's main lobe (" + std::to_string(lobe.size()) +
                      " pixels) is not an elliptical peak: cannot fit a restoring beam");
 
-  // Levenberg-Marquardt on sum (psf - exp(-(a x^2 + 2 b xy + c y^2)))^2.
-  auto cost = [&](const Gaussian& h) {
-    double s = 0;
-    for (auto [ix, iy] : lobe) {
-      const double x = ix - cx, y = iy - cy;
-      const double e = at(ix, iy) - std::exp(-(h.a * x * x + 2 * h.b * x * y + h.c * y * y));
-      s += e * e;
-    }
-    return s;
-  };
-  double lambda = 1e-3, c0 = cost(g);
-  for (int it = 0; it < 100; ++it) {
-    std::array<double, 9> jj{};
-    std::array<double, 3> jr{};
-    for (auto [ix, iy] : lobe) {
-      const double x = ix - cx, y = iy - cy;
-      const double model = std::exp(-(g.a * x * x + 2 * g.b * x * y + g.c * y * y));
-      const std::array<double, 3> d{-x * x * model, -2 * x * y * model, -y * y * model};
-      const double e = at(ix, iy) - model;
-      for (int i = 0; i < 3; ++i) {
-        jr[std::size_t(i)] += d[std::size_t(i)] * e;
-        for (int j = 0; j < 3; ++j) jj[std::size_t(3 * i + j)] += d[std::size_t(i)] * d[std::size_t(j)];
-      }
-    }
-    bool improved = false;
-    while (lambda < 1e12) {
-      auto damped = jj;
-      for (int i = 0; i < 3; ++i) damped[std::size_t(4 * i)] *= 1 + lambda;
-      std::array<double, 3> step{};
-      Gaussian trial = g;
-      if (solve3(damped, jr, step)) trial = {g.a + step[0], g.b + step[1], g.c + step[2]};
-      const double c1 = is_ellipse(trial) ? cost(trial) : INFINITY;
-      if (c1 < c0) {
-        improved = c0 - c1 > 1e-14 * c0;
-        g = trial;
-        c0 = c1;
-        lambda = std::max(lambda / 10, 1e-12);
-        break;
-      }
-      lambda *= 10;
-    }
-    if (!improved) break;
+  return refine_fit(lobe, at, cx, cy, g);
+}
+
+Gaussian fit_wsclean(const Image& psf, double threshold, double box_beams, const std::string& where) {
+  const Gaussian start = fit_main_lobe(psf, threshold, where);
+  const double p0 = psf_centre(psf, where);
+  const int nx = psf.nx, ny = psf.ny, cx = nx / 2, cy = ny / 2;
+  auto at = [&](int x, int y) { return double(psf.pixels[std::size_t(y) * std::size_t(nx) + std::size_t(x)]) / p0; };
+  // WSClean's box: even, box_beams times the beam across, centred on the centre pixel, grown (at most
+  // 5 fits) while the fitted major axis reaches 0.8 of it; WSClean starts from its theoretical beam,
+  // this from the main lobe's fit (the fit hardly depends on the box: the same to 1e-4 from 30 to 60
+  // pixels on the 4-pixel beam of tests/wsclean_clean_test.cpp).
+  Gaussian g = start;
+  for (int fit = 0; fit < 5; ++fit) {
+    int box = int(std::ceil(box_beams * major_fwhm_px(g)));
+    box = std::min({box + box % 2, nx - nx % 2, ny - ny % 2});
+    // Only the quadrant x >= 0, y >= 0 of the box: WSClean (3.1, and schaapcommon's GaussianFitter
+    // since) computes the model's offsets as size_t(xi) - int(x_mid), which wraps to ~1.8e19 left of
+    // and below the centre, where its model is then 0 whatever the parameters, so those pixels do
+    // not constrain its fit.
+    std::vector<std::pair<int, int>> quadrant;
+    for (int y = cy; y < std::min(ny, cy + box / 2); ++y)
+      for (int x = cx; x < std::min(nx, cx + box / 2); ++x) quadrant.emplace_back(x, y);
+    g = refine_fit(quadrant, at, cx, cy, start);
+    if (0.8 * box_beams * major_fwhm_px(g) < box || box >= std::min(nx, ny) - 1) break;
   }
   return g;
 }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/payloads/cycle.hpp"
 #include "runtime/payloads/image.hpp"
 #include "runtime/stage.hpp"
 
@@ -59,6 +60,10 @@ struct MinorCycle {
   std::string stop;          // "niter", "threshold" or "cancelled"
 };
 
+// `where`'s PSF centre value `centre` as a double; InputError (naming `where` and the pixel) unless
+// it is positive and finite: components are scaled by it.
+double require_positive_centre(float centre, const Image& psf, const std::string& where);
+
 // Hogbom CLEAN on `residual` (the dirty image on entry; nx x ny) into `model` (added to): find the
 // peak of |residual| within `mask`, add gain * peak / psf(centre) to the model there, subtract that
 // times the PSF centred there (over the overlap of the PSF and the image), until `niter` components
@@ -78,16 +83,56 @@ MinorCycle clark(float* residual, float* model, int nx, int ny, const Image& psf
                  double gain, std::int64_t niter, double threshold, int psf_patch, double cycle_factor,
                  const std::string& where, const std::function<bool()>& cancelled);
 
+// The PSF's (2 psf_patch + 1)^2 pixels around its centre, row by row, 0 beyond the PSF.
+std::vector<float> psf_patch_of(const Image& psf, int psf_patch);
+
+// One Clark cycle's patch Hogbom (clark()'s, and deconv.clark's cuda backend's): on the pixels of
+// `residual` (host, nx wide) within `mask` above `limit`, components appended to `out` (with the
+// running total `cleaned`) until none is above `limit` or `out` holds `niter`; this cycle's
+// components' pixels and fluxes, in order, in `at` and `fluxes`.
+void clark_cycle(const float* residual, const std::vector<std::uint8_t>& mask, int nx, double limit, double gain, double p0,
+                 std::int64_t niter, const std::vector<float>& patch, int psf_patch, MinorCycle& out, double& cleaned,
+                 std::vector<std::size_t>& at, std::vector<float>& fluxes);
+
+// The robust RMS of `pixels` where `mask` is set: 1.4826 x the median absolute deviation from the
+// median (the RMS of Gaussian noise, little moved by a few bright sources); 0 when none is set.
+double robust_rms(const float* pixels, const std::vector<std::uint8_t>& mask);
+
+// Where one call of a minor cycle stops: the largest of the stage's `threshold`, and with a loop's
+// control, its absolute threshold, threshold_sigma x the noise and (1 - major_gain) x the starting
+// peak; and after the fewest of the stage's `niter` and the loop's components left.
+struct Limits {
+  double threshold = 0;
+  std::int64_t niter = 0;
+  std::string threshold_by;  // which setting the threshold is: threshold, loop threshold, threshold_sigma, major_gain
+};
+Limits minor_cycle_limits(double threshold, std::int64_t niter, double peak_start, double noise, const CycleControl* control);
+
 // What a minor-cycle stage does around its algorithm: the residual starts as a copy of `dirty`, the
-// model (JY/PIXEL) at 0, both with the dirty image's sky coordinates; `run` cleans them; the outcome is
-// logged and, with `components_file`, each component written there (a line per iteration: index, x,
-// y, flux, peak residual, flux cleaned). Nothing when the run was cancelled.
+// model (JY/PIXEL) as a copy of `start_model` (the model so far, of the dirty image's size) or at 0,
+// both with the dirty image's sky coordinates; `run` cleans them within the Limits (from the stage's
+// threshold and niter and a loop's `control`); the outcome is logged and, with `components_file`,
+// each component written there (a line per iteration: index, x, y, flux, peak residual, flux
+// cleaned); `figures` says what the call did. Nothing when the run was cancelled.
+// The parts of run_minor_cycle() a backend with its images elsewhere (cuda) calls itself:
+// InputError unless the dirty image and the model so far are consistent and of one size;
+// the figures a cycle starts from (peak within the mask and noise of the dirty image's host pixels)
+// and its Limits; the model's total flux (summed in pixel order); and, after the run, the figures
+// completed, the outcome logged and the components written.
+void check_cycle_inputs(const std::string& type, const Image& dirty, const Image* start_model);
+Limits begin_minor_cycle(const float* dirty, const std::vector<std::uint8_t>& mask, double threshold, std::int64_t niter,
+                         const CycleControl* control, CycleFigures& f);
+double model_flux(const float* model, std::size_t n);
+void end_minor_cycle(Context& ctx, const std::string& type, const Limits& limits, const MinorCycle& cycle, double flux_in_model,
+                     const std::string& components_file, CycleFigures& f);
 struct CleanedImages {
   std::shared_ptr<Image> model, residual;
+  std::shared_ptr<CycleFigures> figures;
 };
 std::optional<CleanedImages> run_minor_cycle(
-    Context& ctx, const std::string& type, const Image& dirty, MaskSource& mask, const std::string& components_file,
-    const std::function<MinorCycle(float* residual, float* model, const std::vector<std::uint8_t>& mask)>& run);
+    Context& ctx, const std::string& type, const Image& dirty, const Image* start_model, const CycleControl* control,
+    double threshold, std::int64_t niter, MaskSource& mask, const std::string& components_file,
+    const std::function<MinorCycle(float* residual, float* model, const std::vector<std::uint8_t>& mask, const Limits&)>& run);
 
 // exp(-(a x^2 + 2 b x y + c y^2)), x and y in pixels from the centre.
 struct Gaussian {
@@ -99,6 +144,13 @@ struct Gaussian {
 // centre's, and the 3 x 3 around it. Throws InputError (naming `where`) when the centre is not
 // positive or the lobe is not an ellipse (too few pixels, a divergent fit).
 Gaussian fit_main_lobe(const Image& psf, double threshold, const std::string& where);
+
+// WSClean's restoring beam (its -fit-beam, with -beam-fitting-size box_beams): the least-squares fit
+// of a peak-1 Gaussian centred on the PSF's centre to the pixels of the box of box_beams beams
+// across (even) around the centre, of which WSClean's fitter counts only the quadrant at and above
+// and right of the centre (x, y >= 0); started from fit_main_lobe(psf, threshold), which also sets
+// the box. Throws like fit_main_lobe().
+Gaussian fit_wsclean(const Image& psf, double threshold, double box_beams, const std::string& where);
 
 // FWHM axes (degrees, for pixels of `cell_rad`) and position angle (degrees east of north, RA
 // increasing to the left, in (-90, 90]) of `g`, and back.

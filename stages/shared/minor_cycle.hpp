@@ -1,11 +1,14 @@
-// What the minor-cycle stages (deconv.hogbom, deconv.clark) have alike: their ports, the parameters
+// What the minor-cycle stages (deconv.hogbom, deconv.clark) have alike: their ports (the loop's
+// model so far and control in, figures out, all optional to connect), the parameters
 // every one of them has (a Params struct with members gain, niter, threshold, mask, boxes and
-// components), their output shapes, and the backend around the algorithm (MinorCycleStage).
+// components), their output shapes, and the backends around the algorithm (MinorCycleStage; the
+// cuda backends' MinorCycleCuda is in minor_cycle_cuda.cuh).
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "runtime/payloads/cycle.hpp"
 #include "runtime/payloads/image.hpp"
 #include "runtime/stage_decl.hpp"
 #include "stages/shared/clean.hpp"
@@ -13,18 +16,39 @@
 namespace uvflow::clean {
 
 inline constexpr In<Image> kDirty{
-    .name = "dirty", .arity = Arity::once, .residency = Residency::host, .doc = "the (grid-corrected) dirty image"};
+    .name = "dirty", .arity = Arity::once, .residency = Residency::backend, .doc = "the (grid-corrected) dirty image"};
 inline constexpr In<Image> kPsf{
     .name = "psf",
     .arity = Arity::once,
-    .residency = Residency::host,
+    .residency = Residency::backend,
     .doc = "the dirty beam centred on pixel (nx/2, ny/2): twice the image's size covers every pixel"};
+inline constexpr In<Image> kModelSoFar{
+    .name = "model",
+    .arity = Arity::once,
+    .residency = Residency::backend,
+    .doc = "the model so far (a loop's state), of the dirty image's size: the output model is it plus this call's "
+           "components",
+    .optional = true};
+inline constexpr In<CycleControl> kControl{
+    .name = "control",
+    .arity = Arity::once,
+    .residency = Residency::host,
+    .doc = "a loop's settings for this cycle (LOOP.control): the call also stops at the loop's threshold, "
+           "threshold_sigma x the noise, (1 - major_gain) x its starting peak, and after the components the loop has left",
+    .optional = true};
 inline constexpr Out<Image> kModel{
-    .name = "model", .arity = Arity::once, .residency = Residency::host, .doc = "the clean components, Jy per pixel"};
+    .name = "model", .arity = Arity::once, .residency = Residency::backend, .doc = "the clean components, Jy per pixel"};
 inline constexpr Out<Image> kResidual{.name = "residual",
                                       .arity = Arity::once,
-                                      .residency = Residency::host,
+                                      .residency = Residency::backend,
                                       .doc = "the dirty image less the components' PSFs"};
+
+inline constexpr Out<CycleFigures> kFigures{
+    .name = "figures",
+    .arity = Arity::once,
+    .residency = Residency::host,
+    .doc = "what the call did: peak |residual| before and after, the noise, the flux cleaned, the components (a "
+           "loop's `figures`)"};
 
 // The parameters every minor-cycle stage has (doc: the text its stage doc refers to).
 template <class P>
@@ -55,11 +79,10 @@ inline PortShapes minor_cycle_shapes(const PortShapes& in) {
   return PortShapes{{std::string(kModel.name), s}, {std::string(kResidual.name), s}};
 }
 
-// A minor-cycle backend: the mask from `mask` and `boxes` (checked in prepare() when the dirty
-// image's size is known), run_minor_cycle() around the derived class's algorithm, model and
-// residual emitted.
+// What every minor-cycle backend has: the mask from `mask` and `boxes` (checked in prepare() when
+// the dirty image's size is known).
 template <const auto& decl>
-class MinorCycleStage : public DeclaredStage<decl> {
+class MinorCycleBase : public DeclaredStage<decl> {
  public:
   using Params = typename DeclaredStage<decl>::Params;
   void check(const Params& p) override {
@@ -68,26 +91,40 @@ class MinorCycleStage : public DeclaredStage<decl> {
   void prepare(PrepareContext& pc) override {
     if (const PortShape& s = pc.input(kDirty); s.sized()) mask_.get(s.nx, s.ny);
   }
+
+ protected:
+  MaskSource mask_;
+};
+
+// A cpu minor-cycle backend: run_minor_cycle() around the derived class's algorithm, model and
+// residual emitted.
+template <const auto& decl>
+class MinorCycleStage : public MinorCycleBase<decl> {
+ public:
+  using Params = typename DeclaredStage<decl>::Params;
   void process(Context& ctx) override {
     auto d = ctx.in(kDirty);
     auto p = ctx.in(kPsf);
+    auto so_far = ctx.connected(kModelSoFar) ? ctx.in(kModelSoFar) : nullptr;
+    auto control = ctx.connected(kControl) ? ctx.in(kControl) : nullptr;
     const Params& pr = this->params();
-    auto out = run_minor_cycle(ctx, decl.type, *d, mask_, pr.components ? pr.components->string() : "",
-                               [&](float* res, float* mod, const std::vector<std::uint8_t>& mask) {
-                                 return clean(res, mod, *d, *p, mask, [&] { return ctx.cancelled(); });
+    auto out = run_minor_cycle(ctx, decl.type, *d, so_far.get(), control.get(), pr.threshold, pr.niter, this->mask_,
+                               pr.components ? pr.components->string() : "",
+                               [&](float* res, float* mod, const std::vector<std::uint8_t>& mask, const Limits& limits) {
+                                 return clean(res, mod, *d, *p, mask, limits, [&] { return ctx.cancelled(); });
                                });
     if (!out) return;
     ctx.emit(kModel, out->model);
     ctx.emit(kResidual, out->residual);
+    ctx.emit(kFigures, out->figures);
   }
 
  protected:
-  // Cleans `residual` (the dirty image on entry) into `model` (zero on entry) with params().
+  // Cleans `residual` (the dirty image on entry) into `model` (added to) with params(), stopping at
+  // `limits` (which replace params()' threshold and niter).
   virtual MinorCycle clean(float* residual, float* model, const Image& dirty, const Image& psf,
-                           const std::vector<std::uint8_t>& mask, const std::function<bool()>& cancelled) = 0;
-
- private:
-  MaskSource mask_;
+                           const std::vector<std::uint8_t>& mask, const Limits& limits,
+                           const std::function<bool()>& cancelled) = 0;
 };
 
 }  // namespace uvflow::clean

@@ -2,6 +2,7 @@
 
 #include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/parallel_reduce.h>
 
 #include <algorithm>
 #include <cmath>
@@ -51,6 +52,17 @@ void check_block(const VisBlock& vis, Location where) {
   located(vis.uu, "uu");
   located(vis.vv, "vv");
   located(vis.weight, "weight");
+}
+
+double sum_of_squares(const WeightDensity& d) {
+  const double* c = d.cells.data();
+  return tbb::parallel_reduce(
+      tbb::blocked_range<std::size_t>(0, d.cells.size(), std::size_t(1) << 14), 0.0,
+      [c](const tbb::blocked_range<std::size_t>& r, double s) {
+        for (std::size_t k = r.begin(); k != r.end(); ++k) s += c[k] * c[k];
+        return s;
+      },
+      [](double a, double b) { return a + b; });
 }
 
 void check_density(const WeightDensity& d, Location where) {

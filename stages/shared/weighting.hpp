@@ -21,6 +21,8 @@ std::shared_ptr<WeightDensity> zero_density(const WeightGridGeometry& g, bool pi
 void check_block(const VisBlock& vis, Location where);
 // Throws unless the density's arrays match its geometry and lie at `where`.
 void check_density(const WeightDensity& d, Location where);
+// The sum over cells of W_k^2 of a host density (its totals[1]).
+double sum_of_squares(const WeightDensity& d);
 // Throws unless the block and the density come from the same visibility set (the origin and the
 // visibility count of their observations), e.g. when a pipeline's two readers were given
 // different files.

@@ -54,14 +54,7 @@ class WeightDensityCpu final : public DeclaredStage<decl> {
 
   void finish(Context& ctx) override {
     if (!density_) density_ = weighting::zero_density(weighting::weight_grid(*ctx.in(kernels), params().padding), pinned_);
-    const double* c = density_->cells.data();
-    density_->totals[1] = tbb::parallel_reduce(
-        tbb::blocked_range<std::size_t>(0, density_->cells.size(), std::size_t(1) << 14), 0.0,
-        [c](const tbb::blocked_range<std::size_t>& r, double s) {
-          for (std::size_t k = r.begin(); k != r.end(); ++k) s += c[k] * c[k];
-          return s;
-        },
-        [](double a, double b) { return a + b; });
+    density_->totals[1] = weighting::sum_of_squares(*density_);
     ctx.emit(density, std::move(density_));
   }
 

@@ -27,19 +27,10 @@ class Subtract : public DeclaredStage<decl> {
   void process(Context& ctx) override {
     auto d = ctx.in(data);
     auto m = ctx.in(model);
-    check_arrays(*d);
-    check_arrays(*m);
-    if (d->size() != m->size())
-      throw InputError("vis.subtract: block " + std::to_string(d->index) + " has " + std::to_string(d->size()) +
-                       " visibilities in data and " + std::to_string(m->size()) + " in model (block " +
-                       std::to_string(m->index) + ")");
+    check_same_host_arrays(*d, *m);
     require_same(d->uu, m->uu, "uu", *d);
     require_same(d->vv, m->vv, "vv", *d);
     require_same(d->ww, m->ww, "ww", *d);
-    require_same(d->antenna1, m->antenna1, "antenna1", *d);
-    require_same(d->antenna2, m->antenna2, "antenna2", *d);
-    require_same(d->time, m->time, "time", *d);
-    require_same(d->channel, m->channel, "channel", *d);
     auto out = std::make_shared<VisBlock>(*d);  // shares every array but vis
     out->vis = Array<cfloat>::host(d->size());
     const cfloat *a = d->vis.host_data(), *b = m->vis.host_data();
@@ -54,6 +45,19 @@ class Subtract : public DeclaredStage<decl> {
 
 }  // namespace
 
-StageSpec spec() { return decl.spec({cpu_backend<Subtract>()}); }
+void check_same_host_arrays(const VisBlock& d, const VisBlock& m) {
+  check_arrays(d);
+  check_arrays(m);
+  if (d.size() != m.size())
+    throw InputError("vis.subtract: block " + std::to_string(d.index) + " has " + std::to_string(d.size()) +
+                     " visibilities in data and " + std::to_string(m.size()) + " in model (block " + std::to_string(m.index) +
+                     ")");
+  require_same(d.antenna1, m.antenna1, "antenna1", d);
+  require_same(d.antenna2, m.antenna2, "antenna2", d);
+  require_same(d.time, m.time, "time", d);
+  require_same(d.channel, m.channel, "channel", d);
+}
+
+StageSpec spec() { return decl.spec({cpu_backend<Subtract>(), UVFLOW_CUDA_BACKEND(make_cuda)}); }
 
 }  // namespace uvflow::vis_subtract

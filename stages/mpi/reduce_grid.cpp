@@ -1,0 +1,52 @@
+#include "stages/mpi/reduce_grid.hpp"
+
+#include "runtime/dist.hpp"
+#include "runtime/error.hpp"
+
+namespace uvflow::mpi_reduce_grid {
+namespace {
+
+class ReduceGrid final : public DeclaredStage<decl> {
+ public:
+  void prepare(PrepareContext& pc) override { pinned_ = pc.pinned(grid_out.name); }
+
+  void process(Context& ctx) override {
+    auto in = ctx.in(grid_in);
+    auto out = std::make_shared<Grid>(*in);  // shares the arrays: the sum replaces them on rank 0
+    if (dist::size() > 1) {
+      const bool root = dist::root();
+      if (root) {
+        out->cells = Array<cfloat>::host(in->cells.size(), pinned_);
+        out->totals = Array<double>::host(in->totals.size());
+      }
+      // A complex sum is the sum of the real and of the imaginary parts: 2n floats.
+      dist::reduce_to_root(reinterpret_cast<const float*>(in->cells.data()),
+                           root ? reinterpret_cast<float*>(out->cells.data()) : nullptr, 2 * in->cells.size(),
+                           std::size_t(params().chunk_mb) << 20);
+      dist::reduce_to_root(in->totals.data(), root ? out->totals.data() : nullptr, in->totals.size());
+      if (root) check_counted_once(*out);
+    }
+    ctx.emit(grid_out, out);
+  }
+
+ private:
+  // A source left at share: none makes every rank grid every visibility: the image, normalised by
+  // the summed weights, would look right, so the counts are what can tell.
+  static void check_counted_once(const Grid& sum) {
+    if (!sum.obs || sum.obs->total_visibilities <= 0) return;
+    const double counted = sum.totals[1] + sum.totals[2], total = double(sum.obs->total_visibilities);
+    if (counted > total)
+      throw InputError("the " + std::to_string(dist::size()) + " ranks gridded " + std::to_string(std::int64_t(counted)) +
+                       " visibilities of a set of " + std::to_string(sum.obs->total_visibilities) +
+                       ": every source that feeds the gridder needs share: rows (with share: none every rank reads "
+                       "them all)");
+  }
+
+  bool pinned_ = false;
+};
+
+}  // namespace
+
+StageSpec spec() { return decl.spec({cpu_backend<ReduceGrid>()}); }
+
+}  // namespace uvflow::mpi_reduce_grid

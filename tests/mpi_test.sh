@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# `mpirun -np N uvflow run` (docs/distributed.md) against one process running the same file.
+# Usage: mpi_test.sh MODE UVFLOW MPIEXEC PLUGIN_DIR SOURCE_DIR, MODE one of
+#   simulated  pipelines/dirty_image_mpi.yaml, natural, uniform and briggs: np 1, 2, 4 vs one process
+#   ms         pipelines/ms_dirty_image_mpi.yaml on a Measurement Set, the same
+#   frames     pipelines/straylight.yaml with frames.share=frames: np 2, 4 write the same files
+#   failure    a rank that fails, a rank killed, mpirun terminated: every rank stops within
+#              seconds, the error said once, no output file
+# The grids are float, so summing them in another order moves pixels (a few 1e-6 of the peak here):
+# the images of np 1, 2 and 4 may differ from one process's by at most 3 times what one process
+# changes when only its block size changes, the same sums in another order (tests/mpi_compare.py;
+# run.threads is 1 so that one process is exactly repeatable). The gridded-visibility counts summed
+# over the ranks must equal one process's (a block gridded twice or never would show).
+set -uo pipefail
+mode=$1 uvflow=$2 mpiexec=$3 plugins=$4 src=$5
+source "$src/tests/support/checks.sh"
+mpi() { "$mpiexec" --allow-run-as-root --oversubscribe -q "$@"; }
+
+# gridded REPORT: visibilities the `grid` stage gridded, summed over the ranks of the report.
+gridded() {
+  /usr/bin/python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(int(sum(s["visibilities"] for k in r.get("ranks", [r]) for s in k["stages"] if s["id"] == "grid")))' "$1"
+}
+
+images() {  # images PIPELINE REORDER SETTINGS...: REORDER, settings that change only the block size
+  local pipeline=$1 reorder=$2; shift 2
+  for w in natural uniform briggs; do
+    "$uvflow" run -q "$pipeline" "$@" --set vars.weighting=$w --set fits.path=$w-one.fits --set run.report=$w-one.json
+    check "$w: one process" [ $? -eq 0 ]
+    "$uvflow" run -q "$pipeline" "$@" $reorder --set vars.weighting=$w --set fits.path=$w-order.fits \
+      --set run.report=$w-order.json
+    check "$w: one process, other blocks" [ $? -eq 0 ]
+    for n in 1 2 4; do
+      mpi -np $n "$uvflow" run -q "$pipeline" "$@" --set vars.weighting=$w --set fits.path=$w-$n.fits \
+        --set run.report=$w-$n.json
+      check "$w: mpirun -np $n exits 0" [ $? -eq 0 ]
+      check "$w: np $n grids every visibility once" [ "$(gridded $w-$n.json)" = "$(gridded $w-one.json)" ]
+    done
+    check "$w: np 1, 2, 4 images agree with one process" \
+      /usr/bin/python3 "$src/tests/mpi_compare.py" $w-one.fits $w-order.fits $w-1.fits $w-2.fits $w-4.fits
+  done
+}
+
+case $mode in
+simulated)
+  # 8 blocks of one dump: np 4 gives each rank 2.
+  images "$src/pipelines/dirty_image_mpi.yaml" "--set vis.dumps_per_block=8 --set vis2.dumps_per_block=8" \
+    --set vars.preset=tiny --set vars.npix=256 --set run.threads=1 \
+    --set vis.dumps_per_block=1 --set vis2.dumps_per_block=1  # Sources left at share: none: every rank grids everything, which mpi.reduce_grid refuses.
+  mpi -np 2 "$uvflow" run -q "$src/pipelines/dirty_image_mpi.yaml" --set vars.preset=tiny --set vars.npix=256 \
+    --set vis.share=none --set vis2.share=none --set fits.path=twice.fits --set run.report=twice.json 2>err.txt
+  rc=$?
+  check "share none under mpirun: exit 4 (got $rc)" [ $rc -eq 4 ]
+  check "share none under mpirun: said" grep -q "the 2 ranks gridded 32256 visibilities of a set of 16128" err.txt
+  check "share none under mpirun: nothing written" [ ! -e twice.fits -a ! -e twice.json ]
+  ;;
+ms)
+  "$uvflow" run -q "$src/pipelines/simulate_to_ms.yaml" --set ms.path=sim.ms
+  check "the Measurement Set is written" [ $? -eq 0 ]
+  # 8 blocks of 2016 rows (one dump of 64 stations).
+  images "$src/pipelines/ms_dirty_image_mpi.yaml" "--set vars.rows_per_block=16128" --set vars.ms=sim.ms --set vars.npix=256 --set run.threads=1 \
+    --set vars.rows_per_block=2016
+  ;;
+frames)
+  set_frames=(--set frames.width=128 --set frames.height=256 --set frames.count=7 --set frames.share=frames)
+  "$uvflow" run -q "$src/pipelines/straylight.yaml" "${set_frames[@]}" --set "fits.path=one/frame_{index}.fits"
+  check "frames: one process" [ $? -eq 0 ]
+  for n in 2 4; do
+    mpi -np $n "$uvflow" run -q "$src/pipelines/straylight.yaml" "${set_frames[@]}" --set "fits.path=np$n/frame_{index}.fits"
+    check "frames: mpirun -np $n exits 0" [ $? -eq 0 ]
+    check "frames: np $n writes the same 7 files" diff -r one np$n
+  done
+  ;;
+failure)
+  slow=$src/tests/pipelines/slow.yaml
+  no_output() { [ ! -e total.txt ] && [ -z "$(ls -A | grep '^\.total')" ]; }
+  # Rank 1 throws at item 7 while rank 0 streams on: exit 5, rank 1's message once, nothing written.
+  start=$SECONDS
+  mpi -np 1 "$uvflow" --plugin-path "$plugins" run --no-progress "$slow" : \
+      -np 1 "$uvflow" --plugin-path "$plugins" run --no-progress "$src/tests/pipelines/fail_mid_stream.yaml" >out.txt 2>err.txt
+  rc=$?
+  check "failing rank: mpirun exits 5 (got $rc)" [ $rc -eq 5 ]
+  check "failing rank: within 5 s" [ $((SECONDS - start)) -le 5 ]
+  check "failing rank: its error once, with its rank" \
+    [ "$(grep -c "^rank 1: error: stage 'boom' (backend cpu, host, item 7): deliberate failure$" err.txt)" -eq 1 ]
+  check "failing rank: no other error" [ "$(grep -c 'error' err.txt)" -eq 1 ]
+  check "failing rank: nothing written" no_output
+  # Rank 1 killed (SIGKILL): the other stops, nothing written.
+  # (mpiexec itself in the background, not a subshell running it: $! must be mpiexec)
+  "$mpiexec" --allow-run-as-root --oversubscribe -q -np 2 sh -c 'echo $$ > pid.$OMPI_COMM_WORLD_RANK; exec "$0" "$@"' \
+      "$uvflow" --plugin-path "$plugins" run --no-progress "$slow" >out.txt 2>err.txt &
+  job=$!
+  sleep 2
+  start=$SECONDS
+  kill -KILL "$(cat pid.1)"
+  wait $job
+  rc=$?
+  check "killed rank: mpirun fails (got $rc)" [ $rc -ne 0 ]
+  check "killed rank: the other stops within 5 s" [ $((SECONDS - start)) -le 5 ]
+  check "killed rank: nothing written" no_output
+  # mpirun interrupted (SIGTERM: a script's background job ignores SIGINT): every rank stops,
+  # nothing written.
+  "$mpiexec" --allow-run-as-root --oversubscribe -q -np 2 "$uvflow" --plugin-path "$plugins" run --no-progress "$slow" \
+    >out.txt 2>err.txt &
+  job=$!
+  sleep 2
+  start=$SECONDS
+  kill -TERM $job
+  wait $job
+  rc=$?
+  check "interrupted: mpirun fails (got $rc)" [ $rc -ne 0 ]
+  check "interrupted: within 5 s" [ $((SECONDS - start)) -le 5 ]
+  # Rank 0 says it at most once: mpirun follows its SIGTERM with a SIGKILL that may come first.
+  check "interrupted: said at most once" [ "$(grep -c 'no output file was written' err.txt)" -le 1 ]
+  check "interrupted: nothing written" no_output
+  ;;
+*)
+  echo "unknown mode $mode"
+  exit 2
+  ;;
+esac
+check_summary
