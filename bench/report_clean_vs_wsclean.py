@@ -40,8 +40,8 @@ print(f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {plat
 print(f"`bench/clean_vs_wsclean.sh`: the small preset, {channels} channel(s), {vis:,} visibilities, 512 x 512 "
       "pixels of 100 arcsec, Briggs 0, gain 0.1, mgain 0.8, threshold 10 mJy, `-use-wgridder -no-small-inversion`; "
       "uvflow on 2 TBB threads, WSClean with `-j 2`. Wall time of the whole command (reading the MS, PSF, "
-      "major cycles, restoring, writing; uvflow's kernels.wproj keeps its kernel stacks in a disk cache between runs"
-      "first run), alternating, each repeat:\n")
+      "major cycles, restoring, writing; uvflow's kernels.wproj keeps its kernel stacks in a disk cache between runs), "
+      "alternating, each repeat:\n")
 print("| repeat | uvflow (s) | WSClean (s) |\n|---|---|---|")
 for t in times:
     print(f"| {t[0]} | {float(t[1]):.2f} | {float(t[2]):.2f} |")

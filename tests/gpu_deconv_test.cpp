@@ -1,7 +1,8 @@
-// The cuda backends of deconv.hogbom and image.zeros against their cpu backends: on random
-// point-source skies convolved with random array-like PSFs (a fixed seed and a fresh one), the same
-// components in the same order (the components files equal), the same model, residuals and figures,
-// and restored images within 1e-4 of the peak; a model so far and a mask box; a tie between two
+// The cuda backends of deconv.hogbom, deconv.clark and image.zeros against their cpu backends: on
+// random point-source skies convolved with random array-like PSFs (a fixed seed and a fresh one), the
+// same components in the same order (Hogbom: the components files equal, the same model, residuals
+// and figures; Clark: fluxes and residuals as close as cuFFT and FFTW), and restored images within
+// 1e-4 of the peak; a model so far and a mask box; a tie between two
 // pixels of equal |value| goes to the lower index on both (hogbom()'s rule); image.zeros' image on the
 // device. Skips without a CUDA device.
 #include <gtest/gtest.h>
@@ -15,6 +16,7 @@
 #include "runtime/harness.hpp"
 #include "runtime/payloads/cycle.hpp"
 #include "runtime/payloads/image.hpp"
+#include "stages/deconv/clark.hpp"
 #include "stages/deconv/hogbom.hpp"
 #include "stages/deconv/restore.hpp"
 #include "stages/image/zeros.hpp"
@@ -94,12 +96,12 @@ std::string read_text(const std::filesystem::path& p) {
   return s.str();
 }
 
-// deconv.hogbom's `backend` on `c` (inputs moved by the caller), its outputs on the host.
-template <class Up, class Down>
-Cleaned hogbom(const std::string& backend, const Case& c, const std::shared_ptr<Image>& so_far, deconv_hogbom::Params p,
-               const test::TempDir& dir, Up up, Down down) {
+// A minor-cycle stage's `backend` on `c` (inputs moved by `up`), its outputs brought back by `down`.
+template <class P, class Up, class Down>
+Cleaned minor_cycle(const StageSpec& spec, const StageDecl<P>& decl, const std::string& backend, const Case& c,
+                    const std::shared_ptr<Image>& so_far, P p, const test::TempDir& dir, Up up, Down down) {
   p.components = dir / (backend + "-components.txt");
-  StageHarness h(deconv_hogbom::spec(), backend, deconv_hogbom::decl, p);
+  StageHarness h(spec, backend, decl, p);
   h.set_input("dirty", up(c.dirty));
   h.set_input("psf", up(c.psf));
   if (so_far) h.set_input("model", up(so_far));
@@ -109,6 +111,32 @@ Cleaned hogbom(const std::string& backend, const Case& c, const std::shared_ptr<
           read_text(*p.components)};
 }
 
+template <class Up, class Down>
+Cleaned hogbom(const std::string& backend, const Case& c, const std::shared_ptr<Image>& so_far, deconv_hogbom::Params p,
+               const test::TempDir& dir, Up up, Down down) {
+  return minor_cycle(deconv_hogbom::spec(), deconv_hogbom::decl, backend, c, so_far, p, dir, up, down);
+}
+
+// A components file's lines: x, y, flux.
+struct Line {
+  int x, y;
+  double flux;
+};
+std::vector<Line> components(const std::string& text) {
+  std::vector<Line> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream f(line);
+    long long i;
+    Line l{};
+    f >> i >> l.x >> l.y >> l.flux;
+    out.push_back(l);
+  }
+  return out;
+}
+
 std::shared_ptr<const Image> restore(const Cleaned& r, const Case& c) {
   StageHarness h(deconv_restore::spec(), "cpu");
   h.set_input("model", r.model);
@@ -116,6 +144,16 @@ std::shared_ptr<const Image> restore(const Cleaned& r, const Case& c) {
   h.set_input("psf", c.psf);
   h.process();
   return h.output<Image>("image");
+}
+
+// The largest |b - a| over the pixels, relative to the largest |a|.
+double worst_relative(const Image& a, const Image& b) {
+  double worst = 0, peak = 0;
+  for (std::size_t k = 0; k < a.pixels.size(); ++k) {
+    worst = std::max(worst, double(std::abs(b.pixels[k] - a.pixels[k])));
+    peak = std::max(peak, double(std::abs(a.pixels[k])));
+  }
+  return worst / peak;
 }
 
 TEST_F(GpuDeconv, HogbomMatchesTheCpuBackend) {
@@ -148,17 +186,49 @@ TEST_F(GpuDeconv, HogbomMatchesTheCpuBackend) {
         worst_residual = std::max(worst_residual, double(std::abs(cuda.residual->pixels[k] - cpu.residual->pixels[k])));
       }
       EXPECT_LE(worst_residual, 1e-6 * peak);
-      const auto rc = restore(cpu, c), rg = restore(cuda, c);
-      double worst = 0, rpeak = 0;
-      for (std::size_t k = 0; k < rc->pixels.size(); ++k) {
-        worst = std::max(worst, double(std::abs(rg->pixels[k] - rc->pixels[k])));
-        rpeak = std::max(rpeak, double(std::abs(rc->pixels[k])));
-      }
-      EXPECT_LE(worst, 1e-4 * rpeak);
+      const double restored = worst_relative(*restore(cpu, c), *restore(cuda, c));
+      EXPECT_LE(restored, 1e-4);
       std::printf("%lld components (stopped by %s); residuals differ by at most %.3g of the peak, restored images by %.3g\n",
                   static_cast<long long>(cpu.figures->iterations), cpu.figures->stop.c_str(), worst_residual / peak,
-                  worst / rpeak);
+                  restored);
     }
+  }
+}
+
+// Clark: the same components in the same order; their fluxes, the residuals and the restored images
+// as close as cuFFT and FFTW agree (the cycles' subtraction is an FFT convolution on both).
+TEST_F(GpuDeconv, ClarkMatchesTheCpuBackend) {
+  for (auto seed : test::seeds(73)) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const Case c = random_case(seed);
+    test::TempDir dir;
+    const deconv_clark::Params params{.gain = 0.1, .niter = 400, .psf_patch = 10};
+    auto run = [&](const std::string& backend) {
+      return backend == "cpu"
+                 ? minor_cycle(deconv_clark::spec(), deconv_clark::decl, backend, c, nullptr, params, dir,
+                               [](auto i) { return std::shared_ptr<const Image>(i); }, [](auto i) { return i; })
+                 : minor_cycle(deconv_clark::spec(), deconv_clark::decl, backend, c, nullptr, params, dir,
+                               [&](auto i) { return up(i); }, [&](auto i) { return down(i); });
+    };
+    const Cleaned cpu = run("cpu"), cuda = run("cuda");
+    const auto a = components(cpu.components), b = components(cuda.components);
+    EXPECT_GT(a.size(), 50u);
+    ASSERT_EQ(b.size(), a.size());
+    double peak = 0;
+    for (float v : c.dirty->pixels) peak = std::max(peak, double(std::abs(v)));
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      ASSERT_EQ(b[i].x, a[i].x) << "component " << i + 1;
+      ASSERT_EQ(b[i].y, a[i].y) << "component " << i + 1;
+      EXPECT_NEAR(b[i].flux, a[i].flux, 1e-5 * peak) << "component " << i + 1;
+    }
+    double worst_residual = 0;
+    for (std::size_t k = 0; k < cpu.residual->pixels.size(); ++k)
+      worst_residual = std::max(worst_residual, double(std::abs(cuda.residual->pixels[k] - cpu.residual->pixels[k])));
+    EXPECT_LE(worst_residual, 1e-5 * peak);
+    const double restored = worst_relative(*restore(cpu, c), *restore(cuda, c));
+    EXPECT_LE(restored, 1e-4);
+    std::printf("clark: %zu components; residuals differ by at most %.3g of the peak, restored images by %.3g\n", a.size(),
+                worst_residual / peak, restored);
   }
 }
 

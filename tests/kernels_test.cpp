@@ -377,7 +377,7 @@ TEST(WProjStack, MatchesDirectDftOnRandomSettings) {
     c.cell_arcsec = uni(20, 150);
     c.padding = uni(1.0, 1.6);
     c.oversample = 2 * pick(1, 4);
-    const int smallest = 3 * c.oversample + 4;
+    const int smallest = std::max(16, 3 * c.oversample + 4);  // 16: max_conv_size's own minimum
     c.max_conv_size = pick(0, 2) == 0 ? pick(smallest, std::max(smallest, int(c.padding * c.image_size))) : 2000;
     c.w_planes = pick(0, 3) == 0 ? pick(1, 40) : 0;
     c.threshold = std::pow(10.0, uni(-4, -2));

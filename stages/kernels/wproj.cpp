@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -38,6 +39,67 @@ bool is_5_smooth(std::int64_t n) {
   for (int f : {2, 3, 5})
     while (n % f == 0) n /= f;
   return n == 1;
+}
+
+// ------------------------------------------------------------------ error models (epsilon)
+//
+// Both are in terms of the largest phase error phi a visibility can carry at the image's corners,
+// fitted to measured peak errors against a direct DFT (tests/wproj_epsilon_test.cpp; docs/prediction.md
+// gives the figures) with a margin of about 2.
+//
+// w-planes: a visibility at w is gridded with plane k = round(sqrt(|w| w_scale)), at k^2 / w_scale,
+// at most half the gap to the next plane away: delta_w <= (sqrt(|w| w_scale) + 1/2) / w_scale. The
+// screen it misses, exp(2 pi i delta_w (n - 1)), is a phase error of at most
+// phi_w = 2 pi delta_w max|n - 1|. At a source's own pixel its first-order part mostly cancels (the
+// errors of visibilities on either side of a plane have opposite signs), leaving about
+// 0.027 phi_w^2 (measured, 8 to 32 planes on a 14-degree field); the first-order part survives in
+// other sources' sidelobes: 0.014-0.015 phi_w in a user's SKA-Low field (0.63 % at 161 planes,
+// 0.22 % at 480; phi_w taken at 8 degrees out with max_w from the automatic plane count, since that
+// field's geometry was not reported). Model: max(0.015 phi_w, 0.05 phi_w^2).
+//
+// Lookup: the nearest kernel sample moves a visibility by up to 1/(2 o) of a uv cell on each axis,
+// phi_o = sqrt(2) pi (1/(2 o)) (image_size / grid_size) at the image's corners. The grid correction's
+// sinc^2 removes its mean; the rest is second order at the peak: 0.023-0.031 phi_o^2 at oversample
+// 2 (after the floor below). Model: 0.03 phi_o^2. It also stands for the spheroidal's edge error,
+// which grows as padding falls, as phi_o does: padding 1.2 reaches 1e-2 but not 1e-3 (2.4e-3 to
+// 4.1e-3 with 512 planes at oversample 8), padding 2 reaches 1e-3 (4.3e-4 to 6.5e-4). Above
+// oversample 8 the peak error rose again on both fields (8.8e-4 to 1.4e-3 at 12 and 16, padding 2;
+// not from the FFT size: 240 to 1008 points gave the same): epsilon uses at most 8.
+constexpr double kWLinear = 0.015, kWQuadratic = 0.05, kLookupQuadratic = 0.03;
+constexpr double kWShare = 0.4;  // of epsilon, to the w-planes; the rest to the lookup
+constexpr int kMaxEpsilonOversample = 8;
+double wplane_model(double phi) { return std::max(kWLinear * phi, kWQuadratic * phi * phi); }
+double lookup_model(double phi) { return kLookupQuadratic * phi * phi; }
+// Above this predicted w-plane error (0.5 % of a peak) the stage warns when epsilon is not set.
+constexpr double kWarnWError = 5e-3;
+
+double field_max_n_minus_1(int image_size, double cell_rad) {
+  const double l = image_size * std::sin(cell_rad) / 2;
+  return 1 - std::sqrt(1 - std::min(2 * l * l, 1.0));
+}
+
+double wplane_error(const WProjSizes& z, double max_abs_w) {
+  const double dw = z.planes <= 1 ? max_abs_w : (std::sqrt(max_abs_w * z.w_scale) + 0.5) / z.w_scale;
+  return wplane_model(2 * M_PI * std::min(dw, max_abs_w) * z.max_n_minus_1);
+}
+
+double lookup_error(int image_size, int grid_size, int oversample) {
+  return lookup_model(std::sqrt(2.0) * M_PI * image_size / (2.0 * oversample * grid_size));
+}
+
+// Support (cells) of the kernel at |w|: the screen's largest frequency, w l / n at the padded
+// field's edge l (grid_size sin(cell) / 2, where the taper ends), in cells of 1 / (grid_size sin(cell)),
+// plus the spheroidal's own half-width (3 cells at a 1e-3 threshold) and one cell of margin.
+int support_estimate(const WProjSizes& z, double w) {
+  const double u_cell = z.geom.grid_size * std::sin(z.geom.cell_rad);
+  const double l = std::min(u_cell / 2, 0.999);
+  return int(std::ceil(w * l / std::sqrt(1 - l * l) * u_cell)) + 4;
+}
+
+std::string fmt_g(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.3g", v);
+  return b;
 }
 
 // ------------------------------------------------------------------ kernel generation
@@ -221,8 +283,10 @@ void warn_if_truncated(const WProjSizes& z, const KernelStack& ks) {
     spdlog::warn("kernels.wproj: {} of {} planes have kernels wider than the largest support a {}-point FFT holds at "
                  "oversample {} ({}); they are truncated there, which costs accuracy: {}",
                  ks.truncated_planes, z.planes, z.conv_size, z.oversample, z.max_support(),
-                 z.conv_capped ? "raise max_conv_size or lower oversample"
-                               : "lower oversample or raise padding (the FFT is padding x image_size points)");
+                 z.conv_capped ? "raise max_conv_size or lower oversample, or set epsilon (which sizes the FFT for the "
+                                 "widest kernel)"
+                               : "lower oversample or raise padding (the FFT is padding x image_size points), or set "
+                                 "epsilon (which sizes the FFT for the widest kernel)");
 }
 
 // ------------------------------------------------------------------ cache
@@ -358,6 +422,7 @@ class WProj : public DeclaredStage<kernels_wproj::decl> {
     s_.w_planes = int(p.w_planes);
     s_.max_conv_size = int(p.max_conv_size);
     s_.support_threshold = p.support_threshold;
+    s_.epsilon = p.epsilon;
     cache_dir_ = p.cache_dir.empty() ? std::filesystem::path() : kernel_cache::expand(p.cache_dir.string());
     const std::string& l = p.layouts;
     layouts_.rows = l == "rows" || l == "all";
@@ -370,7 +435,12 @@ class WProj : public DeclaredStage<kernels_wproj::decl> {
       throw ParamError("cell_arcsec",
                        "image_size * cell_arcsec spans more than the sky: image_size * sin(cell) must be < 2");
     // Kernel sizes do not depend on the data: check them now.
-    const WProjSizes z = wproj_sizes(s_, Observation{});
+    // (The FFT needed at epsilon depends on the data's w: checked in process.)
+    WProjSettings unbounded = s_;
+    if (s_.epsilon > 0) unbounded.max_conv_size = std::numeric_limits<int>::max();
+    const WProjSizes z = wproj_sizes(unbounded, Observation{});
+    if (s_.epsilon > 0 && s_.w_planes > 0)
+      spdlog::warn("kernels.wproj: w_planes {} is ignored: epsilon {} chooses the planes", s_.w_planes, fmt_g(s_.epsilon));
     if (z.max_support() < 1)
       throw ParamError(z.conv_capped ? "max_conv_size" : "image_size",
                        "the kernel FFT size " + std::to_string(z.conv_size) +
@@ -384,6 +454,7 @@ class WProj : public DeclaredStage<kernels_wproj::decl> {
     auto info = ctx.in(kernels_wproj::info);
     if (!info->obs) throw InputError("kernels.wproj: input 'info' carries no observation");
     const WProjSizes z = wproj_sizes(s_, *info->obs);
+    report_accuracy(z, info->obs->max_abs_w);
     auto ks = std::make_shared<KernelStack>();
     ks->geom = z.geom;
     ks->oversample = z.oversample;
@@ -437,6 +508,20 @@ class WProj : public DeclaredStage<kernels_wproj::decl> {
                            : std::string());
   }
 
+  // The error models' prediction; a warning, naming what helps, when the w-planes are too few for
+  // the field (more planes, not a larger FFT, is what lowers that error).
+  void report_accuracy(const WProjSizes& z, double max_abs_w) const {
+    spdlog::info("kernels.wproj: {} w-planes, oversample {}, {}-point kernel FFTs; predicted peak errors {:.2g} "
+                 "(w-planes, |n - 1| up to {:.3g}) and {:.2g} (kernel lookup){}",
+                 z.planes, z.oversample, z.conv_size, z.w_error, z.max_n_minus_1, z.lookup_error,
+                 s_.epsilon > 0 ? " for epsilon " + fmt_g(s_.epsilon) : std::string());
+    if (s_.epsilon == 0 && z.w_error > kWarnWError)
+      spdlog::warn("kernels.wproj: {} w-planes are too few for this field: |w| up to {} and |n - 1| up to {:.3g} at "
+                   "the image corners predict source peaks off by up to about {:.2g} %; set epsilon (the accuracy wanted, "
+                   "e.g. 1e-3) or raise w_planes (the error falls at least as 1/w_planes); max_conv_size does not help",
+                   z.planes, fmt_g(max_abs_w), z.max_n_minus_1, 100 * z.w_error);
+  }
+
   WProjSettings s_;
   std::filesystem::path cache_dir_;
   KernelLayouts layouts_;
@@ -473,7 +558,29 @@ WProjSizes wproj_sizes(const WProjSettings& s, const Observation& obs) {
   } else {
     z.max_w = 0.25 / s.cell_rad;  // no w spread: OSKAR's fallback, a quarter of the largest uv
   }
-  if (s.w_planes > 0) {
+  z.max_n_minus_1 = field_max_n_minus_1(s.image_size, s.cell_rad);
+  if (s.epsilon > 0) {
+    // 0.4 epsilon to the w-planes, 0.6 to the lookup. Planes: the smallest count whose quantisation
+    // error (wplane_error) is within its share; w_scale = (planes-1)^2 / max_w makes delta_w about
+    // sqrt(max|w| max_w) / (planes-1). phase_budget: the largest phi_w the model allows.
+    const double w_share = kWShare * s.epsilon;
+    const double phase_budget = std::min(w_share / kWLinear, std::sqrt(w_share / kWQuadratic));
+    const double dw = phase_budget / (2 * M_PI * std::max(z.max_n_minus_1, 1e-300));
+    const double gaps = wmax > 0 ? std::ceil(std::sqrt(wmax * z.max_w) / dw + 0.5) : 0;
+    if (gaps + 1 > kMaxPlanes)
+      throw InputError("kernels.wproj: epsilon " + fmt_g(s.epsilon) + " needs " + std::to_string(std::int64_t(gaps + 1)) +
+                       " w-planes for |w| up to " + fmt_g(wmax) + " and |n - 1| up to " + fmt_g(z.max_n_minus_1) +
+                       ", more than the " + std::to_string(kMaxPlanes) + " supported; raise epsilon or image a smaller field");
+    z.planes = int(gaps) + 1;
+    // Oversample: the smallest even one whose lookup error is within the rest, up to kMaxEpsilonOversample.
+    z.oversample = 0;
+    for (int o = 2; o <= kMaxEpsilonOversample && !z.oversample; o += 2)
+      if (lookup_error(s.image_size, z.geom.grid_size, o) <= (1 - kWShare) * s.epsilon) z.oversample = o;
+    if (!z.oversample)
+      throw InputError("kernels.wproj: epsilon " + fmt_g(s.epsilon) + " needs a kernel oversampling above " +
+                       std::to_string(kMaxEpsilonOversample) + " at padding " +
+                       fmt_g(s.padding) + "; raise epsilon or padding");
+  } else if (s.w_planes > 0) {
     z.planes = s.w_planes;
   } else {
     const double n = z.max_w * std::fabs(std::sin(s.cell_rad * s.image_size / 2.0));
@@ -482,18 +589,43 @@ WProjSizes wproj_sizes(const WProjSettings& s, const Observation& obs) {
                        std::to_string(kMaxPlanes) + " supported; set w_planes or a smaller field");
     z.planes = std::max(16, int(n));
   }
+  const int o = z.oversample;
   z.w_scale = double(z.planes - 1) * (z.planes - 1) / z.max_w;
+  z.w_error = wplane_error(z, wmax);
+  z.lookup_error = lookup_error(s.image_size, z.geom.grid_size, o);
   // A multiple of 2 oversample, so that the taper's inner = conv_size/o samples are even and span
   // exactly the padded field that dl assumes. OSKAR keeps int(padding * image_size): when that is
   // not such a multiple (614 for 512 pixels at o = 4) its taper comes out up to one sample
   // narrower than the grid correction assumes, which costs about 1 % at the image edge and far
   // more when conv_size/o is small (measured by bench/image_accuracy). 2000 is unchanged.
-  z.conv_size = std::min(int(s.padding * s.image_size), s.max_conv_size);
-  z.conv_capped = z.conv_size < int(s.padding * s.image_size);
-  z.conv_size -= z.conv_size % (2 * s.oversample);
-  z.inner = z.conv_size / s.oversample;
+  const int wanted = int(s.padding * s.image_size);
+  z.conv_size = std::min(wanted, s.max_conv_size);
+  z.conv_capped = z.conv_size < wanted;
+  if (s.epsilon > 0) {
+    // The FFT must hold the widest kernel (the last plane's) with S = o/2 + o s + 1 in the
+    // kept quarter of conv_size/2 - 1 samples (max_support()).
+    const int support = support_estimate(z, z.planes > 1 ? z.max_w : 0.0);
+    const std::int64_t need = (std::int64_t(o) * support + o / 2 + 2) / o * 2 * o + 2 * o;  // a multiple of 2 o
+    if (need > s.max_conv_size) {
+      double stack = 0;
+      for (int k = 0; k < z.planes; ++k) {
+        const double side = o / 2 + 1 + double(o) * support_estimate(z, double(k) * k / z.w_scale);
+        stack += side * side * sizeof(cfloat);
+      }
+      throw InputError("kernels.wproj: epsilon " + fmt_g(s.epsilon) + " needs kernel FFTs of " + std::to_string(need) +
+                       " points to hold the widest kernel (support " + std::to_string(support) + " cells at oversample " +
+                       std::to_string(o) + ", |w| " + fmt_g(z.max_w) + "): about " +
+                       bytes_text(std::uint64_t(stack)) + " of kernels for " + std::to_string(z.planes) +
+                       " planes plus " + bytes_text(std::uint64_t(need * need * sizeof(cfloat))) +
+                       " of FFT buffer per thread; max_conv_size is " + std::to_string(s.max_conv_size) +
+                       ": raise max_conv_size to " + std::to_string(need) + ", or raise epsilon");
+    }
+    z.conv_size = std::max(int(need), z.conv_size);
+  }
+  z.conv_size -= z.conv_size % (2 * o);
+  z.inner = z.conv_size / o;
   // WPROJ.md: dl = (2 sin(fov/2) o / image_size) (grid_size / conv_size), 2 sin(fov/2) = image_size sin(cell).
-  z.dl = std::sin(s.cell_rad) * s.oversample * double(z.geom.grid_size) / z.conv_size;
+  z.dl = std::sin(s.cell_rad) * o * double(z.geom.grid_size) / z.conv_size;
   return z;
 }
 

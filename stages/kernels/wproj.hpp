@@ -37,6 +37,7 @@ struct Params {
   double support_threshold = 1e-3;
   std::filesystem::path cache_dir = kernel_cache::kDefaultDir;
   std::string layouts = "rows";
+  double epsilon = 0;
 };
 
 inline const StageDecl<Params> decl{
@@ -54,7 +55,9 @@ inline const StageDecl<Params> decl{
     "FFTW single precision, pruned to the screen's rows and the kept columns, planes in parallel; plans are "
     "measured when there are enough planes per thread, and FFTW wisdom is kept in cache_dir. The stack is cached "
     "in cache_dir under a hash of everything it depends on; a corrupt or mismatched file is ignored with a "
-    "warning and rewritten. Tested against a direct double-precision DFT of the screen.",
+    "warning and rewritten. Tested against a direct double-precision DFT of the screen. With epsilon set, "
+    "w_planes and oversample come from error models of the w-plane quantisation and the kernel lookup and the FFT "
+    "is sized for the widest kernel (docs/prediction.md).",
     .inputs = {info},
     .outputs = {kernels},
     .params = {{&Params::image_size,
@@ -86,7 +89,13 @@ inline const StageDecl<Params> decl{
                 {.name = "layouts", .choices = {"rows", "gpu", "all", "quarter"},
                  .doc = "derived layouts to build besides the compacted quarter (which grid.serial and grid.atomic "
                         "read): rows for grid.tiled on the cpu, gpu (oerc and nag) for grid.tiled on cuda; a GPU "
-                        "pipeline uploads only what is built"}}},
+                        "pipeline uploads only what is built"}},
+               {&Params::epsilon,
+                {.name = "epsilon", .min = 0, .max = 0.1,
+                 .doc = "requested accuracy: the largest error of a point source's peak, relative to its flux, over "
+                        "the whole field (docs/prediction.md); when set, w_planes and oversample are chosen from it "
+                        "and the field (their values are ignored) and the kernel FFT is sized to hold the widest "
+                        "kernel (an error names the memory when max_conv_size is too small); 0 keeps the given settings"}}},
     .concurrency = Concurrency::serial,
     // The geometry follows from the parameters alone; the planes and supports from the data.
     .describe = [](const Params& p, const PortShapes&) {
@@ -112,6 +121,7 @@ struct WProjSettings {
   int w_planes = 0;  // 0: from the data
   int max_conv_size = 2000;
   double support_threshold = 1e-3;
+  double epsilon = 0;  // 0: w_planes and oversample as given
 };
 
 // What the settings and the data fix before any kernel is computed (WPROJ.md).
@@ -125,6 +135,9 @@ struct WProjSizes {
   double max_w = 0;         // wavelengths
   double w_scale = 0;       // plane k at |w| = k^2 / w_scale
   double dl = 0;            // direction-cosine step between screen samples
+  double max_n_minus_1 = 0; // largest |n - 1| of the image (its corners)
+  double w_error = 0;       // predicted peak error from w-plane quantisation (error model, wproj.cpp)
+  double lookup_error = 0;  // predicted peak error from the nearest-sample kernel lookup
   int max_support() const;  // largest support whose compacted kernel fits in the kept quarter
 };
 

@@ -238,9 +238,9 @@ std::vector<float> psf_patch_of(const Image& psf, int psf_patch) {
   return patch;
 }
 
-void clark_cycle(const float* residual, const std::vector<std::uint8_t>& mask, int nx, double limit, double gain, double p0,
-                 std::int64_t niter, const std::vector<float>& patch, int psf_patch, MinorCycle& out, double& cleaned,
-                 std::vector<std::size_t>& at, std::vector<float>& fluxes) {
+void clark_cycle(const float* residual, const std::vector<std::uint8_t>& mask, int nx, double limit, double sidelobe,
+                 double gain, double p0, std::int64_t niter, const std::vector<float>& patch, int psf_patch, MinorCycle& out,
+                 double& cleaned, std::vector<std::size_t>& at, std::vector<float>& fluxes) {
   const std::size_t w = std::size_t(2 * psf_patch + 1);
   std::vector<std::size_t> active;
   std::vector<float> value;
@@ -251,13 +251,21 @@ void clark_cycle(const float* residual, const std::vector<std::uint8_t>& mask, i
     }
   at.clear();
   fluxes.clear();
-  while (!value.empty() && std::int64_t(out.components.size()) < niter) {
+  // The values the patch leaves out differ from the true residual by up to sidelobe p0 times the sum of
+  // this cycle's |fluxes|. While that is below half the limit, every component (at a value above the
+  // limit) lowers the residual's energy for the whole PSF, so the cycles converge; past it a truncated,
+  // not positive-definite patch can make the cycle grow instead (an elongated main lobe cut by the patch).
+  // A quarter: at a half, 2 of 40 random test skies got flux spread onto a source's neighbours.
+  const double budget = 0.25 * limit;
+  double drift = 0;
+  while (!value.empty() && std::int64_t(out.components.size()) < niter && drift <= budget) {
     std::size_t best = 0;
     for (std::size_t i = 1; i < value.size(); ++i)
       if (std::abs(value[i]) > std::abs(value[best])) best = i;
     if (!(std::abs(value[best]) > limit)) break;
     const int x = int(active[best] % std::size_t(nx)), y = int(active[best] / std::size_t(nx));
     const float flux = float(gain * value[best] / p0);
+    drift += sidelobe * p0 * std::abs(double(flux));
     cleaned += flux;
     out.components.push_back({x, y, flux, value[best], cleaned});
     at.push_back(active[best]);
@@ -317,21 +325,10 @@ MinorCycle clark(float* residual, float* model, int nx, int ny, const Image& psf
     float peak = -1;
     for (std::size_t k = 0, n = std::size_t(nx) * std::size_t(ny); k < n; ++k)
       if (mask[k]) peak = std::max(peak, std::abs(residual[k]));
-    out.peak_residual = std::max(0.0f, peak);
-    if (peak <= threshold) {
-      out.stop = "threshold";
-      break;
-    }
-    if (std::int64_t(out.components.size()) >= niter) break;
-    if (cancelled && cancelled()) {
-      out.stop = "cancelled";
-      break;
-    }
-    // The cycle: Hogbom with the patch on the pixels above the limit. The sidelobes the patch leaves
-    // out add up over the cycle's components, hence the factor; at most half the peak, so that every
-    // cycle has pixels to clean.
-    const double limit = std::max(threshold, std::min(0.5, cycle_factor * sidelobe) * peak);
-    clark_cycle(residual, mask, nx, limit, gain, p0, niter, patch, psf_patch, out, cleaned, at, fluxes);
+    if (clark_done(out, peak, threshold, niter, cancelled)) break;
+    // The cycle: Hogbom with the patch on the pixels above the limit.
+    const double limit = clark_limit(threshold, cycle_factor, sidelobe, peak);
+    clark_cycle(residual, mask, nx, limit, sidelobe, gain, p0, niter, patch, psf_patch, out, cleaned, at, fluxes);
     std::fill(work.get(), work.get() + m, cfloat(0, 0));
     for (std::size_t i = 0; i < at.size(); ++i) {
       model[at[i]] += fluxes[i];

@@ -3,6 +3,8 @@
 // Images are [y][x], x fastest, the PSF centred on pixel (nx/2, ny/2) as the gridding chain makes it.
 #pragma once
 
+#include <algorithm>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -86,13 +88,39 @@ MinorCycle clark(float* residual, float* model, int nx, int ny, const Image& psf
 // The PSF's (2 psf_patch + 1)^2 pixels around its centre, row by row, 0 beyond the PSF.
 std::vector<float> psf_patch_of(const Image& psf, int psf_patch);
 
+// The level above which a Clark cycle cleans, for a cycle starting at `peak`: cycle_factor x the
+// largest exterior sidelobe x the peak (the sidelobes the patch leaves out add up over the cycle's
+// components), at most half the peak so that every cycle has pixels to clean, at least threshold.
+inline double clark_limit(double threshold, double cycle_factor, double sidelobe, double peak) {
+  return std::max(threshold, std::min(0.5, cycle_factor * sidelobe) * peak);
+}
+
+// Whether Clark stops before its next cycle, the residual's peak |value| being `peak`: at the
+// threshold, after niter components, or when cancelled (out.peak_residual and out.stop are set).
+inline bool clark_done(MinorCycle& out, float peak, double threshold, std::int64_t niter,
+                       const std::function<bool()>& cancelled) {
+  out.peak_residual = std::max(0.0f, peak);
+  if (peak <= threshold) {
+    out.stop = "threshold";
+    return true;
+  }
+  if (std::int64_t(out.components.size()) >= niter) return true;
+  if (cancelled && cancelled()) {
+    out.stop = "cancelled";
+    return true;
+  }
+  return false;
+}
+
 // One Clark cycle's patch Hogbom (clark()'s, and deconv.clark's cuda backend's): on the pixels of
 // `residual` (host, nx wide) within `mask` above `limit`, components appended to `out` (with the
-// running total `cleaned`) until none is above `limit` or `out` holds `niter`; this cycle's
-// components' pixels and fluxes, in order, in `at` and `fluxes`.
-void clark_cycle(const float* residual, const std::vector<std::uint8_t>& mask, int nx, double limit, double gain, double p0,
-                 std::int64_t niter, const std::vector<float>& patch, int psf_patch, MinorCycle& out, double& cleaned,
-                 std::vector<std::size_t>& at, std::vector<float>& fluxes);
+// running total `cleaned`) until none is above `limit`, `out` holds `niter`, or `sidelobe` (the
+// largest |PSF| / p0 outside the patch) times p0 times the cycle's summed |fluxes| passes a quarter
+// of `limit` (beyond that the patch's values may drift from the true residual's and the cycle diverge);
+// this cycle's components' pixels and fluxes, in order, in `at` and `fluxes`.
+void clark_cycle(const float* residual, const std::vector<std::uint8_t>& mask, int nx, double limit, double sidelobe,
+                 double gain, double p0, std::int64_t niter, const std::vector<float>& patch, int psf_patch, MinorCycle& out,
+                 double& cleaned, std::vector<std::size_t>& at, std::vector<float>& fluxes);
 
 // The robust RMS of `pixels` where `mask` is set: 1.4826 x the median absolute deviation from the
 // median (the RMS of Gaussian noise, little moved by a few bright sources); 0 when none is set.

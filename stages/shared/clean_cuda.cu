@@ -78,7 +78,8 @@ __global__ void sidelobe_max(const float* psf, int pnx, int pny, int patch, unsi
   const long long total = (long long)pnx * pny;
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
     const int x = int(i % pnx), y = int(i / pnx);
-    if (abs(x - pcx) > patch || abs(y - pcy) > patch) best = max(best, __float_as_uint(fabsf(psf[i])));
+    // NaN left out, as clark()'s std::max leaves it out.
+    if ((abs(x - pcx) > patch || abs(y - pcy) > patch) && !isnan(psf[i])) best = max(best, __float_as_uint(fabsf(psf[i])));
   }
   atomicMax(out, best);
 }
@@ -243,22 +244,13 @@ MinorCycle clark_cuda(float* residual, float* model, int nx, int ny, const float
   for (;;) {
     const Peak pk = find_peak(residual, mask, n, partial, blocks, s, stream);
     const float peak = pk.abs;
-    out.peak_residual = std::max(0.0f, peak);
-    if (peak <= threshold) {
-      out.stop = "threshold";
-      break;
-    }
-    if (std::int64_t(out.components.size()) >= niter) break;
-    if (cancelled && cancelled()) {
-      out.stop = "cancelled";
-      break;
-    }
+    if (clark_done(out, peak, threshold, niter, cancelled)) break;
     // The cycle's pixels and its patch cycle on the host, by clark()'s own code (the pixels above the
     // limit are few); the residual read back once per cycle for it.
-    const double limit = std::max(threshold, std::min(0.5, cycle_factor * sidelobe) * peak);
+    const double limit = clark_limit(threshold, cycle_factor, sidelobe, peak);
     device::check(cudaMemcpyAsync(res.data(), residual, n * sizeof(float), cudaMemcpyDeviceToHost, s), who, "read the residual");
     stream.synchronize();
-    clark_cycle(res.data(), host_mask, nx, limit, gain, p0, niter, patch, psf_patch, out, cleaned, at, fluxes);
+    clark_cycle(res.data(), host_mask, nx, limit, sidelobe, gain, p0, niter, patch, psf_patch, out, cleaned, at, fluxes);
     // The cycle's components, convolved with the whole PSF on the device, off the whole residual.
     if (at_dev.size() < at.size()) {
       at_dev = Array<unsigned long long>::device(at.size(), stream);
