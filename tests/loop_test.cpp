@@ -484,6 +484,10 @@ TEST_P(CleanImagePipeline, MajorCyclesRecoverEverySourceResidualIsNoise) {
   for (const Src& s : sky) {
     ASSERT_GT(s.flux, 20 * sigma);
     // The model's flux within 2 pixels of the source, its brightest component on the source's pixel.
+    // CLEAN stops at 3 sigma, so up to that much of a source may stay in the residual rather than
+    // the model: the model is held to 1 % plus that; the restored image, which adds the residual
+    // back, to 1 % (the measure). At 1 % alone the 0.5 Jy source's model failed about one
+    // noise seed in ten (-1.08 %) while its restored peak was within 0.1 %.
     double near = 0, best = 0;
     int bx = -1, by = -1;
     for (int y = s.y - 2; y <= s.y + 2; ++y)
@@ -494,7 +498,7 @@ TEST_P(CleanImagePipeline, MajorCyclesRecoverEverySourceResidualIsNoise) {
     const double rpeak = at(restored, s.x, s.y);
     std::printf("source (%d, %d) %.2f Jy: model %.5f Jy (%+.3f %%), restored peak %.5f Jy/beam (%+.3f %%)\n", s.x, s.y,
                 s.flux, near, 100 * (near / s.flux - 1), rpeak, 100 * (rpeak / s.flux - 1));
-    EXPECT_NEAR(near, s.flux, 0.01 * s.flux) << s.x << ", " << s.y;
+    EXPECT_NEAR(near, s.flux, 0.01 * s.flux + 3.0 * last.noise) << s.x << ", " << s.y;
     EXPECT_EQ(bx, s.x);
     EXPECT_EQ(by, s.y);
     EXPECT_NEAR(rpeak, s.flux, 0.01 * s.flux) << s.x << ", " << s.y;
