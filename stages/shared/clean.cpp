@@ -183,18 +183,9 @@ MinorCycle hogbom(float* residual, float* model, int nx, int ny, const Image& ps
   MinorCycle out;
   double cleaned = 0;
   out.stop = "niter";
-  for (std::int64_t it = 0;; ++it) {
+  for (;;) {
     const Peak pk = find_peak();
-    out.peak_residual = std::max(0.0f, pk.abs);
-    if (pk.abs <= threshold) {  // also: an empty mask (abs -1)
-      out.stop = "threshold";
-      break;
-    }
-    if (it >= niter) break;
-    if (cancelled && cancelled()) {
-      out.stop = "cancelled";
-      break;
-    }
+    if (minor_cycle_done(out, pk.abs, threshold, niter, cancelled)) break;
     const int x = int(pk.at % std::size_t(nx)), y = int(pk.at / std::size_t(nx));
     const double peak = residual[pk.at];
     const float flux = float(gain * peak / p0);
@@ -325,7 +316,7 @@ MinorCycle clark(float* residual, float* model, int nx, int ny, const Image& psf
     float peak = -1;
     for (std::size_t k = 0, n = std::size_t(nx) * std::size_t(ny); k < n; ++k)
       if (mask[k]) peak = std::max(peak, std::abs(residual[k]));
-    if (clark_done(out, peak, threshold, niter, cancelled)) break;
+    if (minor_cycle_done(out, peak, threshold, niter, cancelled)) break;
     // The cycle: Hogbom with the patch on the pixels above the limit.
     const double limit = clark_limit(threshold, cycle_factor, sidelobe, peak);
     clark_cycle(residual, mask, nx, limit, sidelobe, gain, p0, niter, patch, psf_patch, out, cleaned, at, fluxes);

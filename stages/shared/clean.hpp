@@ -95,9 +95,10 @@ inline double clark_limit(double threshold, double cycle_factor, double sidelobe
   return std::max(threshold, std::min(0.5, cycle_factor * sidelobe) * peak);
 }
 
-// Whether Clark stops before its next cycle, the residual's peak |value| being `peak`: at the
-// threshold, after niter components, or when cancelled (out.peak_residual and out.stop are set).
-inline bool clark_done(MinorCycle& out, float peak, double threshold, std::int64_t niter,
+// Whether a minor cycle (Hogbom before each component, Clark before each cycle) stops, the
+// residual's peak |value| being `peak` (-1: an empty mask): at the threshold, after niter
+// components, or when cancelled (out.peak_residual and out.stop are set).
+inline bool minor_cycle_done(MinorCycle& out, float peak, double threshold, std::int64_t niter,
                        const std::function<bool()>& cancelled) {
   out.peak_residual = std::max(0.0f, peak);
   if (peak <= threshold) {

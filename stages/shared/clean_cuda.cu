@@ -162,18 +162,9 @@ MinorCycle hogbom_cuda(float* residual, float* model, int nx, int ny, const floa
   MinorCycle out;
   double cleaned = 0;
   out.stop = "niter";
-  for (std::int64_t it = 0;; ++it) {
+  for (;;) {
     const Peak pk = find_peak(residual, mask, n, partial, blocks, s, stream);
-    out.peak_residual = std::max(0.0f, pk.abs);
-    if (pk.abs <= threshold) {  // also: an empty mask (abs -1)
-      out.stop = "threshold";
-      break;
-    }
-    if (it >= niter) break;
-    if (cancelled && cancelled()) {
-      out.stop = "cancelled";
-      break;
-    }
+    if (minor_cycle_done(out, pk.abs, threshold, niter, cancelled)) break;
     const int x = int(pk.at % (unsigned long long)nx), y = int(pk.at / (unsigned long long)nx);
     const double peak = pk.value;
     const float flux = float(gain * peak / p0);
@@ -244,7 +235,7 @@ MinorCycle clark_cuda(float* residual, float* model, int nx, int ny, const float
   for (;;) {
     const Peak pk = find_peak(residual, mask, n, partial, blocks, s, stream);
     const float peak = pk.abs;
-    if (clark_done(out, peak, threshold, niter, cancelled)) break;
+    if (minor_cycle_done(out, peak, threshold, niter, cancelled)) break;
     // The cycle's pixels and its patch cycle on the host, by clark()'s own code (the pixels above the
     // limit are few); the residual read back once per cycle for it.
     const double limit = clark_limit(threshold, cycle_factor, sidelobe, peak);
