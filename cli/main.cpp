@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "cli/describe.hpp"
@@ -53,9 +54,11 @@ std::string command_word(int argc, char** argv) {
 }
 
 // Warnings go to stderr like errors; -q leaves only the errors.
-void print_warnings(const PreflightResult& r, bool quiet) {
-  if (!quiet)
-    for (auto& w : r.warnings) std::cerr << warning_str(w) << "\n";
+// `shown`: the warnings printed already (a check of several options of a choice finds most again).
+void print_warnings(const PreflightResult& r, bool quiet, std::set<std::string>* shown = nullptr) {
+  if (quiet) return;
+  for (auto& w : r.warnings)
+    if (!shown || shown->insert(warning_str(w)).second) std::cerr << warning_str(w) << "\n";
 }
 
 }  // namespace
@@ -184,8 +187,29 @@ int main(int argc, char** argv) {
         try {
           Plan p = load_plan(f, sets, registry, search);
           const PreflightResult pf = preflight(p, PreflightFor::check, registry, search);
-          print_warnings(pf, quiet);
+          std::set<std::string> shown;
+          print_warnings(pf, quiet, &shown);
           if (!pf.errors.empty()) throw ConfigError(pf.errors);
+          // The options not chosen are validated too, each as if chosen (a --set of the user's wins).
+          for (auto& c : p.choices)
+            for (auto& o : c.options) {
+              const std::string key = c.id + ".choose=";
+              if (o == c.chosen || std::any_of(sets.begin(), sets.end(), [&](auto& s) { return s.rfind(key, 0) == 0; }))
+                continue;
+              std::vector<std::string> with = sets;
+              with.push_back(key + o);
+              std::vector<Diagnostic> errors;
+              try {
+                Plan alt = load_plan(f, with, registry, search);
+                const PreflightResult apf = preflight(alt, PreflightFor::check, registry, search);
+                print_warnings(apf, quiet, &shown);
+                errors = apf.errors;
+              } catch (const ConfigError& e) {
+                errors = e.diagnostics();
+              }
+              for (auto& d : errors) d.message = "with " + key + o + ": " + d.message;
+              if (!errors.empty()) throw ConfigError(errors);
+            }
           if (quiet) continue;
           std::cout << f << ": ok (" << p.stages.size() << " stages";
           if (!p.notes.empty()) std::cout << ", " << p.notes.size() << " transfers inserted";

@@ -76,6 +76,12 @@ struct Val {
   SourcePos pos;
 };
 
+// A choice's outputs: NAME -> the chosen option's STAGE or STAGE.PORT, where it was written.
+struct Choice {
+  SourcePos pos;
+  std::map<std::string, Val> outputs;
+};
+
 struct Override {
   std::string text;  // the whole KEY=VALUE, for diagnostics
   YAML::Node value;
@@ -115,6 +121,8 @@ class Loader {
   std::optional<std::string> parse_id(const YAML::Node& n, const std::string& what);
   void parse_loop(const YAML::Node& n, std::map<std::string, std::vector<std::pair<std::string, Val>>>& ins,
                   const std::string& enclosing);
+  void parse_choice(const YAML::Node& n, std::map<std::string, std::vector<std::pair<std::string, Val>>>& ins,
+                    const std::string& loop);
   const StageSpec* own_spec(StageSpec s);
   void check_loops(Plan& plan);
   bool fix_state_residency(Plan& plan);
@@ -135,6 +143,8 @@ class Loader {
   std::map<std::string, Val> vars_;
   std::set<std::string> bad_params_;  // stage ids with a reported parameter error: not configured
   std::map<std::string, Location> state_location_;  // states whose value must live where their `next` does
+  std::map<std::string, Choice> choices_;            // `choose:` entries by id
+  std::map<std::string, std::string> unchosen_;      // stage id -> the option not chosen that holds it
   Plan plan_;
 };
 
@@ -458,6 +468,10 @@ std::optional<std::string> Loader::parse_id(const YAML::Node& n, const std::stri
       error(pos_of(n["id"]), what + " id '" + *id + "' is used twice (first at " + other.pos.str() + ")");
       return std::nullopt;
     }
+  if (auto c = choices_.find(*id); c != choices_.end()) {
+    error(pos_of(n["id"]), what + " id '" + *id + "' is used twice (first at " + c->second.pos.str() + ")");
+    return std::nullopt;
+  }
   return id;
 }
 
@@ -469,8 +483,13 @@ void Loader::parse_stage(const YAML::Node& n,
     parse_loop(n, ins, loop);
     return;
   }
+  if (is_map(n) && n["choose"].IsDefined()) {
+    parse_choice(n, ins, loop);
+    return;
+  }
   if (!is_map(n)) {
-    error(here, "a stage must be a mapping with keys id, type, backend, params, in (or a loop: id, loop, state, stages, outputs)");
+    error(here, "a stage must be a mapping with keys id, type, backend, params, in (or a loop: id, loop, state, stages, "
+                "outputs; or a choice: id, choose, options)");
     return;
   }
   for (const auto& kv : n) {
@@ -749,6 +768,83 @@ void Loader::parse_loop(const YAML::Node& n, std::map<std::string, std::vector<s
   plan_.loops.push_back(std::move(lp));
 }
 
+// A choice entry: `choose:` names the option that runs (a value, a ${var}, or --set ID.choose=NAME);
+// each of `options:` is a list of `stages:` and the `outputs:` it gives the choice (NAME: STAGE or
+// STAGE.PORT), which the stages after it read as ID.NAME. Only the chosen option's stages are
+// parsed into the plan (`uvflow check` loads the file once per option, so every option is
+// validated). Every option must give the same output names: switching cannot unconnect a reader.
+void Loader::parse_choice(const YAML::Node& n, std::map<std::string, std::vector<std::pair<std::string, Val>>>& ins,
+                          const std::string& loop) {
+  static const std::vector<std::string> keys = {"id", "choose", "options"}, option_keys = {"stages", "outputs"};
+  const SourcePos here = pos_of(n);
+  for (const auto& kv : n)
+    if (auto k = kv.first.Scalar(); std::find(keys.begin(), keys.end(), k) == keys.end())
+      error(pos_of(kv.first), "unknown choice key '" + k + "'" + suggest(k, keys));
+  auto id = parse_id(n, "choice");
+  if (!id) return;
+  const std::string who = "choice '" + *id + "'";
+  Choice choice{here, {}};
+  choices_[*id] = choice;  // the id is taken even where the entry has errors
+  const YAML::Node opts = n["options"];
+  if (!is_map(opts) || opts.size() == 0) {
+    error(opts.IsDefined() ? pos_of(opts) : here, who + ": 'options' must map option names to {stages, outputs}");
+    return;
+  }
+  std::vector<std::string> names;
+  for (const auto& kv : opts) names.push_back(kv.first.Scalar());
+  std::string listed;
+  for (auto& o : names) listed += (listed.empty() ? "" : ", ") + o;
+  const Val cv = with_override(*id + ".choose", n["choose"], here);
+  auto chosen = scalar(cv, who + " 'choose'");
+  if (chosen && std::find(names.begin(), names.end(), *chosen) == names.end()) {
+    error(cv.pos, who + ": no option '" + *chosen + "'; the options are " + listed + suggest(*chosen, names));
+    chosen.reset();  // the options are still checked
+  }
+  std::set<std::string> first_outputs;
+  std::string first_option;
+  for (const auto& kv : opts) {
+    const std::string name = kv.first.Scalar();
+    const std::string where = who + " option '" + name + "'";
+    const YAML::Node o = kv.second;
+    if (!is_map(o)) {
+      error(pos_of(o), where + " must be a mapping with keys stages, outputs");
+      continue;
+    }
+    for (const auto& f : o)
+      if (auto k = f.first.Scalar(); std::find(option_keys.begin(), option_keys.end(), k) == option_keys.end())
+        error(pos_of(f.first), where + ": unknown key '" + k + "'" + suggest(k, option_keys));
+    const YAML::Node stages = o["stages"], outs = o["outputs"];
+    if (!is_seq(stages) || stages.size() == 0)
+      error(stages.IsDefined() ? pos_of(stages) : pos_of(o), where + ": 'stages' must be a non-empty list");
+    if (!is_map(outs) || outs.size() == 0) {
+      error(outs.IsDefined() ? pos_of(outs) : pos_of(o), where + ": 'outputs' must map names to STAGE or STAGE.PORT of its stages");
+      continue;
+    }
+    std::set<std::string> given;
+    for (const auto& x : outs) given.insert(x.first.Scalar());
+    if (first_option.empty()) first_outputs = given, first_option = name;
+    else if (given != first_outputs) {
+      auto join = [](const std::set<std::string>& v) {
+        std::string j;
+        for (auto& x : v) j += (j.empty() ? "" : ", ") + x;
+        return j;
+      };
+      error(pos_of(outs), where + " gives outputs " + join(given) + ", option '" + first_option + "' gives " +
+                              join(first_outputs) + ": every option must give the same, so that a switch leaves no reader unconnected");
+    }
+    if (chosen && name == *chosen) {
+      if (is_seq(stages))
+        for (const auto& st : stages) parse_stage(st, ins, loop);
+      for (const auto& x : outs) choice.outputs[x.first.Scalar()] = Val{x.second, pos_of(x.second)};
+    } else if (is_seq(stages)) {
+      for (const auto& st : stages)
+        if (is_map(st) && is_scalar(st["id"])) unchosen_[st["id"].Scalar()] = where;
+    }
+  }
+  choices_[*id] = std::move(choice);
+  if (chosen) plan_.choices.push_back({*id, here, *chosen, names});
+}
+
 void Loader::link_inputs(Plan& plan, std::map<std::string, std::vector<std::pair<std::string, Val>>>& ins) {
   std::map<std::string, int> index;
   std::vector<std::string> ids;
@@ -769,20 +865,45 @@ void Loader::link_inputs(Plan& plan, std::map<std::string, std::vector<std::pair
       if (!ref) continue;
       std::string from = *ref, from_port;
       // A loop's control (LOOP.control) is a stage whose id has a dot.
-      if (auto dot = from.find('.'); dot != std::string::npos && !index.count(from))
-        from_port = from.substr(dot + 1), from = from.substr(0, dot);
+      auto split = [&] {
+        if (auto dot = from.find('.'); dot != std::string::npos && !index.count(from))
+          from_port = from.substr(dot + 1), from = from.substr(0, dot);
+      };
+      split();
+      SourcePos at = v.pos;
+      std::string guess = port;  // the output port a bare STAGE reads, where it has several
+      // A choice's output (CHOICE.NAME) is the chosen option's stage output that it names.
+      if (auto c = choices_.find(from); c != choices_.end()) {
+        const auto& outs = c->second.outputs;
+        if (outs.empty()) continue;  // the choice's own errors are reported
+        std::string name = from_port.empty() ? (outs.size() == 1 ? outs.begin()->first : port) : from_port;
+        auto o = outs.find(name);
+        if (o == outs.end()) {
+          std::vector<std::string> known;
+          for (auto& [k, _] : outs) known.push_back(k);
+          error(v.pos, what + ": input '" + port + "': choice '" + from + "' has no output '" + name + "'" + suggest(name, known));
+          continue;
+        }
+        auto target = scalar(o->second, "choice '" + from + "' output '" + name + "'");
+        if (!target) continue;
+        from = *target, from_port.clear(), at = o->second.pos, guess = name;
+        split();
+      }
       auto it = index.find(from);
       if (it == index.end()) {
-        error(v.pos, what + ": input '" + port + "' names unknown stage '" + from + "'" + suggest(from, ids));
+        auto u = unchosen_.find(from);
+        error(at, what + ": input '" + port + "' names " +
+                      (u != unchosen_.end() ? "stage '" + from + "' of " + u->second + ", which is not chosen"
+                                            : "unknown stage '" + from + "'" + suggest(from, ids)));
         continue;
       }
       const StageInstance& src = plan.stages[it->second];
       if (!src.spec) continue;  // already reported
       if (from_port.empty()) {
-        if (src.spec->output(port)) from_port = port;
+        if (src.spec->output(guess)) from_port = guess;
         else if (src.spec->outputs.size() == 1) from_port = src.spec->outputs[0].name;
         else {
-          error(v.pos, what + ": input '" + port + "': stage '" + from + "' has " +
+          error(at, what + ": input '" + port + "': stage '" + from + "' has " +
                            (src.spec->outputs.empty() ? std::string("no outputs") : "outputs " + [&] {
                              std::string c;
                              for (auto& o : src.spec->outputs) c += (c.empty() ? "" : ", ") + o.name;
@@ -791,7 +912,7 @@ void Loader::link_inputs(Plan& plan, std::map<std::string, std::vector<std::pair
           continue;
         }
       } else if (!src.spec->output(from_port)) {
-        error(v.pos, what + ": stage '" + from + "' (" + src.spec->type + ") has no output '" + from_port +
+        error(at, what + ": stage '" + from + "' (" + src.spec->type + ") has no output '" + from_port +
                          "'" + suggest(from_port, names_of(src.spec->outputs)));
         continue;
       }
@@ -1182,7 +1303,10 @@ Plan Loader::load(const std::vector<std::string>& sets) {
                                                       "once_first",    "pinned_pool_mb", "device_pool_mb"};
     const SourcePos where{"--set " + o.text, 0, 0};
     const bool loop = std::any_of(plan_.loops.begin(), plan_.loops.end(), [&](auto& lp) { return lp.id == head; });
-    if (head == "run") error(where, "unknown key '" + k + "'" + suggest(rest, run_keys));
+    if (auto u = unchosen_.find(head); u != unchosen_.end())
+      error(where, "stage '" + head + "' is in " + u->second + ", which is not chosen: the setting would have no effect");
+    else if (choices_.count(head)) error(where, "choice '" + head + "' has one setting, '" + head + ".choose'");
+    else if (head == "run") error(where, "unknown key '" + k + "'" + suggest(rest, run_keys));
     else if (loop)
       error(where, "loop '" + head + "' has no setting '" + rest + "'" + suggest(rest.substr(rest.rfind('.') + 1), loop_settings()));
     else if (head == "vars")
@@ -1274,6 +1398,11 @@ std::string plan_to_text(const Plan& p) {
     }
   }
   for (auto& n : p.notes) s << "  note: " << n << "\n";
+  for (auto& c : p.choices) {
+    s << "  choice " << c.id << ": option " << c.chosen << " (of";
+    for (auto& o : c.options) s << " " << o;
+    s << "; set " << c.id << ".choose to switch)\n";
+  }
   for (auto& lp : p.loops) {
     s << "  loop " << lp.id << ": at most " << lp.stop.max_cycles << " cycles";
     if (lp.stop.threshold > 0) s << ", until the peak residual is at most " << lp.stop.threshold << " Jy";

@@ -95,6 +95,15 @@ struct LoopPlan {
   std::vector<std::string> outputs;           // exit ports that are body outputs of the last cycle (not state)
 };
 
+// A choice (a `choose:` entry; docs/pipelines.md, "Choices"): only the chosen option's stages are in
+// the plan, and readers of ID.NAME are linked to the stage output the option names for NAME.
+struct ChoicePlan {
+  std::string id;
+  SourcePos pos;
+  std::string chosen;
+  std::vector<std::string> options;  // in the file's order
+};
+
 struct Plan {
   std::filesystem::path file;
   std::string name, description;
@@ -102,6 +111,7 @@ struct Plan {
   std::vector<StageInstance> stages;  // in topological order
   std::vector<std::string> notes;     // what the planner did (transfers inserted)
   std::vector<LoopPlan> loops;
+  std::vector<ChoicePlan> choices;
   std::vector<std::shared_ptr<const StageSpec>> own_specs;  // the specs of loops' pseudo-stages
   // The index of the stage `id` in `stages`; -1 if none.
   int index_of(std::string_view id) const;

@@ -146,6 +146,43 @@ TEST(ConfigErrors, OverridesOfUnknownVariablesAndRunKeysAreErrors) {
                "not connected; add 'in: {kernels: STAGE}'"}));
 }
 
+// A choice: the option chosen by its ${var} or by --set ID.choose; readers of ID.NAME linked to the
+// chosen option's stage; the others' stages not in the plan, and a --set of one of them refused.
+TEST(ConfigErrors, ChoicesLinkTheChosenOptionAndRefuseTheRest) {
+  Registry reg;
+  register_builtin_stages(reg);
+  const auto file = test::source_dir() / "tests/configs/choice.yaml";
+  auto reader = [](const Plan& p) { return p.stages[size_t(p.stages[size_t(p.index_of("fits"))].inputs.at(0).from)].id; };
+  const Plan wproj = load_plan(file, {}, reg);
+  EXPECT_EQ(reader(wproj), "corr");
+  EXPECT_EQ(wproj.index_of("wstack"), -1);
+  ASSERT_EQ(wproj.choices.size(), 1u);
+  EXPECT_EQ(wproj.choices[0].chosen, "wproj");
+  for (auto set : {"vars.method=wstack", "imaging.choose=wstack"}) {
+    const Plan wstack = load_plan(file, {set}, reg);
+    EXPECT_EQ(reader(wstack), "wstack") << set;
+    EXPECT_EQ(wstack.index_of("kernels"), -1) << set;
+    EXPECT_EQ(wstack.stages.size(), 3u) << set;
+  }
+  EXPECT_EQ(diagnostics("choice.yaml", {"vars.method=wstack", "kernels.oversample=8"}),
+            V{"--set kernels.oversample=8: error: stage 'kernels' is in choice 'imaging' option 'wproj', which is not "
+              "chosen: the setting would have no effect"});
+  EXPECT_EQ(diagnostics("choice.yaml", {"imaging.epsilon=1e-3"}),
+            V{"--set imaging.epsilon=1e-3: error: choice 'imaging' has one setting, 'imaging.choose'"});
+  EXPECT_EQ(diagnostics("choice_errors.yaml"),
+            (V{"choice_errors.yaml:5:13: error: choice 'imaging': no option 'wstak'; the options are wproj, wstack (did "
+               "you mean 'wstack'?)",
+               "choice_errors.yaml:15:9: error: choice 'imaging' option 'wstack': unknown key 'inputs'",
+               "choice_errors.yaml:14:18: error: choice 'imaging' option 'wstack' gives outputs extra, picture, option "
+               "'wproj' gives image: every option must give the same, so that a switch leaves no reader unconnected"}));
+  EXPECT_EQ(diagnostics("choice_errors.yaml", {"imaging.choose=wstack"}),
+            (V{"choice_errors.yaml:15:9: error: choice 'imaging' option 'wstack': unknown key 'inputs'",
+               "choice_errors.yaml:14:18: error: choice 'imaging' option 'wstack' gives outputs extra, picture, option "
+               "'wproj' gives image: every option must give the same, so that a switch leaves no reader unconnected",
+               "choice_errors.yaml:16:77: error: stage 'fits' (io.write_fits): input 'image': choice 'imaging' has no "
+               "output 'image'"}));
+}
+
 // A plugin is looked for next to the pipeline file and in --plugin-path, never in the working
 // directory (cli_test plants one there).
 TEST(ConfigErrors, PluginsAreNotLookedForInTheWorkingDirectory) {
