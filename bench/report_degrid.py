@@ -32,8 +32,9 @@ commit = os.environ.get("UVFLOW_COMMIT") or subprocess.run(["git", "rev-parse", 
 print("# GPU degridding benchmark on the H100\n")
 print(f"{datetime.date.today()}, commit {commit or '?'}, {args.device or 'GPU'}; `bench/h100_degrid.sh` "
       "(pipelines/bench_degrid_el56-82_gpu.yaml, one run per variant). Degridding time = the `degrid` stage's "
-      "CUDA-event intervals on its stream, summed over the 4 blocks (for scatter and moving_window it includes their "
-      "own bucketing or baseline grouping; moving_window's also its host-side key building and upload). Updates = sum "
+      "CUDA-event intervals on its stream, summed over the 4 blocks (for uvflow, scatter and moving_window it "
+      "includes their own locality sort, bucketing or baseline grouping; moving_window's also its host-side key "
+      "building and upload). Updates = sum "
       "over predicted visibilities of (2s+1)^2; the ceiling is 8.1e12 updates/s (FP32 FMA, 4 FMA per update). "
       "uvflow, gather and scatter read w-sorted blocks, moving_window the raw [dump][baseline] blocks.\n")
 variants = [v for v in VARIANTS if v in runs]

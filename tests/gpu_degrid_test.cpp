@@ -1,10 +1,12 @@
 // The prediction chain's cuda backends against their cpu backends (degrid_test.cpp checks those
 // against the serial reference, the adjoint identity and a direct DFT): degrid.wproj, every
 // variant, on the same random grids and visibilities, raw and placed by uvw.w_sort on the device,
-// and on baseline tracks in the simulator's [dump][baseline] order (the moving window's case);
-// fft.image_to_grid on random images. Skips without a CUDA device.
+// on baseline tracks in the simulator's [dump][baseline] order (the moving window's case) and on
+// dense clusters of one w-plane (the uvflow variant's groups); fft.image_to_grid on random
+// images. Skips without a CUDA device.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <complex>
 #include <numbers>
@@ -85,6 +87,25 @@ std::shared_ptr<VisBlock> tracks(const KernelStack& ks, int baselines, int dumps
   return v;
 }
 
+// Dense clusters (the uvflow variant's groups: many visibilities of one w-plane within a few cells
+// of each other, in both signs of w, so conjugated and plain kernels mix in a group), a few
+// visibilities beyond the grid edge (they predict 0) and clusters straddling w-plane boundaries.
+std::shared_ptr<VisBlock> clusters(const KernelStack& ks, std::size_t n, std::mt19937_64& rng) {
+  const double scale = ks.geom.scale(), reach = 0.35 * ks.geom.grid_size / scale, cell = 1 / scale;
+  std::uniform_real_distribution<double> centre(-reach, reach), near(-6 * cell, 6 * cell), unit(0, 1), amp(-1, 1);
+  std::vector<std::array<double, 3>> c(7);
+  for (auto& x : c) x = {centre(rng), centre(rng), unit(rng) * ks.max_w};
+  auto v = test::random_block(ks, n, rng);
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto& k = c[i % c.size()];
+    const double far = i % 97 == 0 ? 0.6 * ks.geom.grid_size / scale : 0;  // off the grid
+    v->uu[i] = float(k[0] + near(rng) + far);
+    v->vv[i] = float(k[1] + near(rng));
+    v->ww[i] = float((unit(rng) < 0.5 ? -1 : 1) * k[2] * (1 + 0.05 * amp(rng)));
+  }
+  return v;
+}
+
 class DegridGpu : public test::GpuTest, public ::testing::WithParamInterface<const char*> {
  protected:
   std::shared_ptr<const VisBlock> degrid(const std::string& backend, std::shared_ptr<const Grid> g,
@@ -113,23 +134,28 @@ TEST_P(DegridGpu, MatchesTheCpuBackendRawAndPlaced) {
       auto dg = moved(g, Location::device);
       const auto ref = degrid("cpu", g, ks, v);
 
-      StageHarness sort(uvw_w_sort::spec(), "cuda");
-      sort.set_input("kernels", dks);
-      sort.process({{"vis", moved(std::shared_ptr<const VisBlock>(v), Location::device)}});
-      auto placed = sort.output<VisBlock>("vis");
-      auto placed_host = moved(placed, Location::host);
-      const auto placed_ref = degrid("cpu", g, ks, placed_host);
+      auto place = [&](std::shared_ptr<const VisBlock> raw) {
+        StageHarness sort(uvw_w_sort::spec(), "cuda");
+        sort.set_input("kernels", dks);
+        sort.process({{"vis", moved(raw, Location::device)}});
+        return sort.output<VisBlock>("vis");
+      };
+      auto placed = place(v);
 
       std::shared_ptr<const VisBlock> track = tracks(*ks, 256, 40, rng);
       const auto track_ref = degrid("cpu", g, ks, track);
+      std::shared_ptr<VisBlock> dense = clusters(*ks, 20000, rng);
+      label(*dense, rng);
+      const auto dense_ref = degrid("cpu", g, ks, dense);
 
       std::vector<std::pair<std::shared_ptr<const VisBlock>, std::shared_ptr<const VisBlock>>> cases = {
           {moved(std::shared_ptr<const VisBlock>(v), Location::device), ref},
-          {moved(track, Location::device), track_ref}};
+          {moved(track, Location::device), track_ref},
+          {moved(std::shared_ptr<const VisBlock>(dense), Location::device), dense_ref}};
       if (windowed())  // uvw.w_sort drops the antennas: the window cannot group its output
         EXPECT_THROW(degrid("cuda", dg, dks, placed), InputError);
       else
-        cases.push_back({placed, placed_ref});
+        for (auto p : {placed, place(dense)}) cases.push_back({p, degrid("cpu", g, ks, moved(p, Location::host))});
       for (auto& [dev, want] : cases) {
         auto out = moved(degrid("cuda", dg, dks, dev), Location::host);
         ASSERT_EQ(out->size(), want->size());

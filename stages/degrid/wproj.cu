@@ -4,12 +4,12 @@
 //   gather         the degridding report's (003) design: one warp per visibility (a grid-stride
 //                  loop over the block), lanes across the flattened footprint, quarter kernels read
 //                  at |off + k o| (stride o along u), one warp reduction per visibility.
-//   uvflow         ours: the rows layout (unit stride along u for kernel and grid alike), a warp
-//                  split into groups of 8, 16 or 32 lanes by the support (w-sorted input: each
-//                  warp's 32 visibilities have nearly the same one), so small footprints keep most
-//                  lanes busy; each lane owns footprint columns and walks the rows 4 at a time with
-//                  all 8 loads issued before the FMAs (two accumulator sets); the warp's
-//                  coordinates are loaded once, coalesced, and handed round by shuffles.
+//   uvflow         ours: visits the block in (w-plane, Morton cell) order, sorted on the device,
+//                  and degrids groups of up to 4 visibilities of one plane a few cells apart at
+//                  once, a warp walking the union of their footprints and loading each grid
+//                  value once for the whole group (see "uvflow (nearest lookup)" below). With
+//                  kernel_lookup linear, a warp split into groups of 8, 16 or 32 lanes by the
+//                  support, each lane owning footprint columns (linear_kernel).
 //   scatter        the report's alternative: threads own grid points. The block's (visibility,
 //                  32 x 16 tile) pairs are bucketed by tile (the report's "bookmarks"); a thread
 //                  block per tile holds the tile's cells in registers (a warp per tile row), reads
@@ -190,10 +190,10 @@ __device__ inline float2 linear_value(const LinearRuns& r, int S, int L, float f
   return make_float2(w00 * a.x + w01 * b.x + w10 * c.x + w11 * d.x, w00 * a.y + w01 * b.y + w10 * c.y + w11 * d.y);
 }
 
-// uvflow: a warp takes 32 consecutive visibilities, each lane loading (or placing) one; then
-// passes of 32/G visibilities, G lanes each, G from the support of the pass's first one.
-template <bool kLinear>
-__global__ void __launch_bounds__(kWarp* kWarpsPerBlock) uvflow_kernel(const Args a) {
+// kernel_lookup linear (the uvflow variant): a warp takes 32 consecutive visibilities, each lane
+// loading (or placing) one; then passes of 32/G visibilities, G lanes each, G from the support of
+// the pass's first one; each lane owns footprint columns and blends four table values per point.
+__global__ void __launch_bounds__(kWarp* kWarpsPerBlock) linear_kernel(const Args a) {
   const int lane = threadIdx.x & (kWarp - 1), o = a.g.oversample;
   const std::int64_t N = a.g.grid_size;
   const std::int64_t warp = std::int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
@@ -204,13 +204,11 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock) uvflow_kernel(const Arg
     GridCoord mine{};
     mine.support = -1;  // no visibility, or one off the grid: predicts 0
     if (lane < count && !coord_of(a, c0 + lane, mine)) mine.support = -1;
-    float fu_mine = 0, fv_mine = 0;  // exact sub-sample offsets (kernel_lookup linear)
-    if (kLinear && mine.support >= 0) {
+    float fu_mine = 0, fv_mine = 0;  // exact sub-sample offsets
+    if (mine.support >= 0) {
       const double pos_u = -double(a.uu[c0 + lane]) * a.g.scale, pos_v = double(a.vv[c0 + lane]) * a.g.scale;
       fu_mine = float((round(pos_u) - pos_u) * o);
       fv_mine = float((round(pos_v) - pos_v) * o);
-    }
-    if (mine.support >= 0) {
       predicted += 1;
       updates += double(2 * mine.support + 1) * (2 * mine.support + 1);
     }
@@ -219,44 +217,227 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock) uvflow_kernel(const Arg
       const int G = L0 <= 8 ? 8 : (L0 <= 16 ? 16 : 32);  // warp-uniform
       const int src = p + lane / G, col = lane & (G - 1);
       const GridCoord c = shfl_coord(mine, src & (kWarp - 1));
-      float rr0 = 0, ii0 = 0, ir0 = 0, ri0 = 0, rr1 = 0, ii1 = 0, ir1 = 0, ri1 = 0;
-      const float fu = kLinear ? __shfl_sync(kFull, fu_mine, src & (kWarp - 1)) : 0.0f;
-      const float fv = kLinear ? __shfl_sync(kFull, fv_mine, src & (kWarp - 1)) : 0.0f;
-      if (kLinear && src < count && c.support >= 0) {
+      const float fu = __shfl_sync(kFull, fu_mine, src & (kWarp - 1));
+      const float fv = __shfl_sync(kFull, fv_mine, src & (kWarp - 1));
+      float rr = 0, ii = 0, ir = 0, ri = 0;
+      if (src < count && c.support >= 0) {
         const int s = c.support, L = 2 * s + 1, S = kernel_half_size(o, s);
         const LinearRuns r = linear_runs(a, c, fu);
         const float2* g0 = a.grid + (c.v - s) * N + (c.u - s);
         for (int k = col; k < L; k += G)
-          for (int j = 0; j < L; ++j) accumulate(__ldg(g0 + j * N + k), linear_value(r, S, L, fv, j, s, o, k), rr0, ii0, ir0, ri0);
-      } else if (src < count && c.support >= 0) {
-        const int s = c.support, L = 2 * s + 1, base = c.off_v - s * o;
-        const float2* kern = rows_of(a, c);
-        const float2* g0 = a.grid + (c.v - s) * N + (c.u - s);
-        for (int k = col; k < L; k += G) {
-          int j = 0;
-          for (; j + 4 <= L; j += 4) {
-            float2 kv[4], gv[4];
-#pragma unroll
-            for (int q = 0; q < 4; ++q) {
-              kv[q] = __ldg(kern + abs(base + (j + q) * o) * L + k);
-              gv[q] = __ldg(g0 + (j + q) * N + k);
-            }
-            accumulate(gv[0], kv[0], rr0, ii0, ir0, ri0);
-            accumulate(gv[1], kv[1], rr1, ii1, ir1, ri1);
-            accumulate(gv[2], kv[2], rr0, ii0, ir0, ri0);
-            accumulate(gv[3], kv[3], rr1, ii1, ir1, ri1);
-          }
-          for (; j < L; ++j)
-            accumulate(__ldg(g0 + j * N + k), __ldg(kern + abs(base + j * o) * L + k), rr0, ii0, ir0, ri0);
-        }
+          for (int j = 0; j < L; ++j) accumulate(__ldg(g0 + j * N + k), linear_value(r, S, L, fv, j, s, o, k), rr, ii, ir, ri);
       }
-      float2 sum = combine(rr0 + rr1, ii0 + ii1, ir0 + ir1, ri0 + ri1, c.conj);
+      float2 sum = combine(rr, ii, ir, ri, c.conj);
       for (int d = G / 2; d > 0; d /= 2) {
         sum.x += __shfl_xor_sync(kFull, sum.x, d);
         sum.y += __shfl_xor_sync(kFull, sum.y, d);
       }
       if (col == 0 && src < count) a.out[c0 + src] = c.support >= 0 ? sum : make_float2(0, 0);
       p += kWarp / G;
+    }
+  }
+  add_work(a, predicted, updates);
+}
+
+// ---- uvflow (nearest lookup) ----
+// Each update needs one grid value and one kernel value; read from L2 for every visibility (as
+// gather does) that is 16 bytes per update. Two changes cut those reads:
+//  1. Locality order: the block is visited in the order of a 64-bit key (w-plane, then the Morton
+//     index of the cell), sorted on the device (a radix sort of the visibility indices; each
+//     prediction is written to its visibility's own position, so the output keeps the input's
+//     order and any input order works). Consecutive visibilities then share a plane and lie
+//     close in uv (about 0.1 ms a block for keys and sort on el56-82).
+//  2. Groups: a warp degrids up to kGroup visibilities of one plane and one sign of w whose cells
+//     lie within span_u along u and kSpanV along v of the first at once. It walks the union of
+//     their footprints, each lane owning a column: it loads each grid value once, into a
+//     register, and applies it to every member (one kernel load and 4 FMAs each), so the grid
+//     costs 8 / members bytes per update instead of 8. Sums are reduced per member at the end.
+// Sizes measured on el56-82 (bench/results/h100_degrid.md): groups of up to 4 with 3 blocks of
+// 8 warps per SM (80 registers, a few spilled) beat groups of 6 or 8 at 2 blocks per SM; kSpanV
+// 1 or 2 forms smaller groups and is slower. The kernel loads still come mostly from L2 (a
+// plane's rows layout outgrows L1 above supports of about 20): that latency bounds this design.
+constexpr int kGroup = 4, kSpanV = 3, kGroupedBlocksPerSM = 3;
+
+// Morton interleave: bit b of x goes to bit 2b.
+__device__ inline std::uint64_t spread_bits(std::uint32_t x) {
+  std::uint64_t v = x;
+  v = (v | (v << 16)) & 0x0000FFFF0000FFFFull;
+  v = (v | (v << 8)) & 0x00FF00FF00FF00FFull;
+  v = (v | (v << 4)) & 0x0F0F0F0F0F0F0F0Full;
+  v = (v | (v << 2)) & 0x3333333333333333ull;
+  v = (v | (v << 1)) & 0x5555555555555555ull;
+  return v;
+}
+
+// Each visibility's locality key ((plane + 1) above the Morton index of its cell; 0 for one off
+// the grid) and its index; raw blocks are placed here, into `placed`.
+__global__ void locality_keys(const Args a, GridCoord* placed, int cell_bits, std::uint64_t* keys,
+                              std::int32_t* order) {
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < a.n;
+       i += std::int64_t(gridDim.x) * blockDim.x) {
+    GridCoord c;
+    if (!coord_of(a, i, c)) c = off_grid();
+    if (placed) placed[i] = c;
+    keys[i] = c.plane < 0 ? 0
+                          : (std::uint64_t(c.plane + 1) << (2 * cell_bits)) | spread_bits(std::uint32_t(c.u)) |
+                                (spread_bits(std::uint32_t(c.v)) << 1);
+    order[i] = std::int32_t(i);
+  }
+}
+
+// How far (cells) a member's u may lie from the group's first: the columns a footprint of L
+// leaves free in its lane layout (8, 16 or a multiple of 32 lanes), so the union costs no more
+// column passes than one footprint.
+__device__ inline int span_u(int L) {
+  const int lanes = L <= 8 ? 8 : (L <= 16 ? 16 : (L + kWarp - 1) / kWarp * kWarp);
+  return (lanes - L) / 2;
+}
+
+constexpr int kRowTile = 32;  // union rows whose kernel-row pointers a warp stages at once
+
+// A group of exactly K members (bits of `members`; each lane holds its entry in `mine`, `idx`) of
+// one plane, support s, whose footprints' union is W x H cells from (u_lo - s, v_lo - s). The
+// warp walks the union: G lanes along a row (8, 16 or 32 by W), 32 / G rows at once, and per
+// 32 rows stages in shared memory each member's kernel-row pointer for every row (`zeros`, a
+// run of L zeros, where the row is outside the member's footprint). A point then costs one
+// grid load for all members, and per member a pointer read from shared memory (a broadcast),
+// one kernel load and 4 FMAs: no branch and no index arithmetic but the column's between the loads. Lanes whose
+// column is outside a member's footprint read a clamped column and drop that member's column
+// sum (`part`) at the end of the column pass.
+template <int K>
+__device__ void degrid_group(const Args& a, const GridCoord& mine, std::int32_t idx, unsigned members, int s,
+                             const float2* kern, const float2* zeros, int u_lo, int v_lo, int W, int H,
+                             const float2* (*rowp)[K], int4* memb) {
+  const int lane = threadIdx.x & (kWarp - 1), o = a.g.oversample, L = 2 * s + 1, S = kernel_half_size(o, s);
+  const std::int64_t N = a.g.grid_size;
+  const int G = W <= 8 ? 8 : (W <= 16 ? 16 : kWarp), R = kWarp / G;
+  const int col = lane & (G - 1), row = lane / G;
+  // Member m (the m-th set bit of `members`), in shared memory: its offset in the union (du, dv),
+  // a_row, with which union row y (footprint row y - dv) reads table row |a_row + y o|, and the
+  // start of its kernel runs from the plane's.
+  const bool in = members >> lane & 1;
+  const int rank = __popc(members & ((1u << lane) - 1));
+  __syncwarp();  // the previous group's readers are done
+  if (in) {
+    const int du = mine.u - u_lo, dv = mine.v - v_lo;
+    memb[rank] = make_int4(du, dv, mine.off_v - (dv + s) * o, (mine.off_u + o / 2) * S * L);
+  }
+  __syncwarp();
+  // G * conj(C) (plain C for conjugated kernels: the members share conj) as two sums of FMAs:
+  // re += gr cr + gs ci, im += gi cr + gn ci with gs = sign gi, gn = -sign gr, set per grid value.
+  const float sign = mine.conj ? -1.0f : 1.0f;  // every member's; lanes outside use none of it
+  const float group_sign = __shfl_sync(kFull, sign, __ffs(members) - 1);
+  float2 acc[K];
+#pragma unroll
+  for (int m = 0; m < K; ++m) acc[m] = make_float2(0, 0);
+  for (int x = col; x - col < W; x += G) {  // every lane takes part: the row tables are shared
+    const bool on = x < W;
+    const float2* gcol = a.grid + (v_lo - s) * N + (u_lo - s) + min(x, W - 1);
+    int colofs[K];
+#pragma unroll
+    for (int m = 0; m < K; ++m) colofs[m] = min(max(x - memb[m].x, 0), L - 1);
+    float2 part[K];
+#pragma unroll
+    for (int m = 0; m < K; ++m) part[m] = make_float2(0, 0);
+    for (int y0 = 0; y0 < H; y0 += kRowTile) {
+      const int rows = min(kRowTile, H - y0);
+      __syncwarp();  // the previous tile's readers are done
+      if (lane < rows) {
+        const int y = y0 + lane;
+#pragma unroll
+        for (int m = 0; m < K; ++m) {
+          const int4 p = memb[m];
+          rowp[lane][m] = unsigned(y - p.y) < unsigned(L) ? kern + p.w + min(abs(p.z + y * o), S - 1) * L : zeros;
+        }
+      }
+      __syncwarp();
+      if (on) {
+#pragma unroll(K <= 2 ? 4 : (K <= 4 ? 2 : 1))
+        for (int yy = row; yy < rows; yy += R) {
+          const float2 g = __ldg(gcol + (y0 + yy) * N);
+          const float gs = group_sign * g.y, gn = -group_sign * g.x;
+#pragma unroll
+          for (int m = 0; m < K; ++m) {
+            const float2 kv = __ldg(rowp[yy][m] + colofs[m]);
+            part[m].x = fmaf(gs, kv.y, fmaf(g.x, kv.x, part[m].x));
+            part[m].y = fmaf(gn, kv.y, fmaf(g.y, kv.x, part[m].y));
+          }
+        }
+      }
+    }
+    // Which members' footprints hold this lane's column: the others' sums are of clamped reads.
+#pragma unroll
+    for (int m = 0; m < K; ++m)
+      if (on && unsigned(x - memb[m].x) < unsigned(L)) {
+        acc[m].x += part[m].x;
+        acc[m].y += part[m].y;
+      }
+  }
+#pragma unroll
+  for (int m = 0; m < K; ++m) {
+    float2 sum = acc[m];
+    for (int d = kWarp / 2; d > 0; d /= 2) {
+      sum.x += __shfl_xor_sync(kFull, sum.x, d);
+      sum.y += __shfl_xor_sync(kFull, sum.y, d);
+    }
+    if (in && rank == m) a.out[idx] = sum;
+  }
+}
+
+template <int K, int kMax>
+__device__ void degrid_group_of(int n, const Args& a, const GridCoord& mine, std::int32_t idx, unsigned members,
+                                int s, const float2* kern, const float2* zeros, int u_lo, int v_lo, int W, int H,
+                                const float2** rowp, int4* memb) {
+  if constexpr (K <= kMax) {
+    if (n == K)
+      degrid_group<K>(a, mine, idx, members, s, kern, zeros, u_lo, v_lo, W, H,
+                      reinterpret_cast<const float2* (*)[K]>(rowp), memb);
+    else
+      degrid_group_of<K + 1, kMax>(n, a, mine, idx, members, s, kern, zeros, u_lo, v_lo, W, H, rowp, memb);
+  }
+}
+
+// A warp takes the next 32 entries of the locality order (a global counter hands them out, so
+// warps that meet wide footprints take fewer), each lane loading one; then groups: the first
+// pending entry and the pending ones of its plane within span_u along u and span_v along v (at
+// most kGroup), until none is pending.
+__global__ void __launch_bounds__(kWarp* kWarpsPerBlock, kGroupedBlocksPerSM)
+    grouped_kernel(const Args a, const GridCoord* coords, const std::int32_t* order, const float2* zeros,
+                   unsigned* next_chunk) {
+  __shared__ __align__(16) const float2* rowp[kWarpsPerBlock][kRowTile * kGroup];
+  __shared__ int4 memb[kWarpsPerBlock][kGroup];
+  const int lane = threadIdx.x & (kWarp - 1), w = threadIdx.x / kWarp;
+  double predicted = 0, updates = 0;
+  for (;;) {
+    unsigned chunk = 0;
+    if (lane == 0) chunk = atomicAdd(next_chunk, 1u);
+    const std::int64_t c0 = std::int64_t(__shfl_sync(kFull, chunk, 0)) * kWarp;
+    if (c0 >= a.n) break;
+    const int count = int(min(std::int64_t(kWarp), a.n - c0));
+    std::int32_t idx = -1;
+    GridCoord mine = off_grid();
+    if (lane < count) {
+      idx = order[c0 + lane];
+      mine = coords[idx];
+      if (mine.plane < 0) a.out[idx] = make_float2(0, 0);
+    }
+    if (mine.plane >= 0) {
+      predicted += 1;
+      updates += double(2 * mine.support + 1) * (2 * mine.support + 1);
+    }
+    unsigned pending = __ballot_sync(kFull, mine.plane >= 0);
+    while (pending) {
+      const GridCoord lead = shfl_coord(mine, __ffs(pending) - 1);
+      const int s = lead.support, L = 2 * s + 1, su = span_u(L);
+      unsigned members = __ballot_sync(kFull, (pending >> lane & 1) && mine.plane == lead.plane && mine.conj == lead.conj &&
+                                                  abs(mine.u - lead.u) <= su && abs(mine.v - lead.v) <= kSpanV);
+      if (__popc(members) > kGroup) members &= (1u << __fns(members, 0, kGroup + 1)) - 1;  // the first kGroup
+      pending &= ~members;
+      const bool in = members >> lane & 1;
+      const int u_lo = __reduce_min_sync(kFull, in ? mine.u : INT_MAX), u_hi = __reduce_max_sync(kFull, in ? mine.u : INT_MIN);
+      const int v_lo = __reduce_min_sync(kFull, in ? mine.v : INT_MAX), v_hi = __reduce_max_sync(kFull, in ? mine.v : INT_MIN);
+      degrid_group_of<1, kGroup>(__popc(members), a, mine, idx, members, s, a.kernels + a.start[lead.plane], zeros,
+                                 u_lo, v_lo, u_hi - u_lo + L, v_hi - v_lo + L, rowp[w], memb[w]);
     }
   }
   add_work(a, predicted, updates);
@@ -430,7 +611,9 @@ class WprojDegridderCuda final : public DeclaredStage<decl> {
         max_blocks_ = device::resident_blocks(reinterpret_cast<const void*>(gather_kernel), kWarp * kWarpsPerBlock);
         break;
       case Design::uvflow:
-        max_blocks_ = device::resident_blocks(reinterpret_cast<const void*>(uvflow_kernel<false>), kWarp * kWarpsPerBlock);
+        max_blocks_ = device::resident_blocks(
+            linear_ ? reinterpret_cast<const void*>(linear_kernel) : reinterpret_cast<const void*>(grouped_kernel),
+            kWarp * kWarpsPerBlock);
         break;
       case Design::scatter:
         max_blocks_ = device::resident_blocks(reinterpret_cast<const void*>(scatter_fill), 256);
@@ -480,19 +663,20 @@ class WprojDegridderCuda final : public DeclaredStage<decl> {
                    work_.data()};
       auto s = static_cast<cudaStream_t>(stream.native());
       switch (design_) {
-        case Design::gather:
-        case Design::uvflow: {
-          const auto per_block = design_ == Design::uvflow ? kWarpsPerBlock * kWarp : kWarpsPerBlock;
-          const auto blocks = unsigned(std::min<std::int64_t>((n + per_block - 1) / per_block, max_blocks_));
-          if (design_ == Design::uvflow && linear_)
-            uvflow_kernel<true><<<blocks, kWarp * kWarpsPerBlock, 0, s>>>(a);
-          else if (design_ == Design::uvflow)
-            uvflow_kernel<false><<<blocks, kWarp * kWarpsPerBlock, 0, s>>>(a);
-          else
-            gather_kernel<<<blocks, kWarp * kWarpsPerBlock, 0, s>>>(a);
-          device::check_launch("degrid.wproj: degrid kernel");
+        case Design::gather: {
+          const auto blocks = unsigned(std::min<std::int64_t>((n + kWarpsPerBlock - 1) / kWarpsPerBlock, max_blocks_));
+          gather_kernel<<<blocks, kWarp * kWarpsPerBlock, 0, s>>>(a);
+          device::check_launch("degrid.wproj: gather_kernel");
           break;
         }
+        case Design::uvflow:
+          if (linear_) {
+            linear_kernel<<<grid_blocks(n, kWarp * kWarpsPerBlock), kWarp * kWarpsPerBlock, 0, s>>>(a);
+            device::check_launch("degrid.wproj: linear_kernel");
+          } else {
+            grouped(a, *ks, stream);
+          }
+          break;
         case Design::scatter:
           scatter(a, *ks, stream);
           break;
@@ -523,6 +707,40 @@ class WprojDegridderCuda final : public DeclaredStage<decl> {
 
   unsigned grid_blocks(std::int64_t n, int threads) const {
     return unsigned(std::max<std::int64_t>(1, std::min<std::int64_t>((n + threads - 1) / threads, max_blocks_)));
+  }
+
+  // The locality order (keys, then a stable radix sort of the visibility indices by them), then the
+  // groups. Raw blocks are placed by the key kernel into a coords array of their own.
+  void grouped(const Args& a, const KernelStack& ks, const device::Stream& stream) {
+    auto s = static_cast<cudaStream_t>(stream.native());
+    const int cell_bits = std::max(1, int(std::bit_width(unsigned(ks.geom.grid_size - 1))));
+    const int end_bit = 2 * cell_bits + int(std::bit_width(unsigned(ks.planes)));
+    if (end_bit > 64)
+      throw InputError("degrid.wproj (cuda): a grid of " + std::to_string(ks.geom.grid_size) + " cells and " +
+                       std::to_string(ks.planes) + " planes needs locality keys of more than 64 bits");
+    auto placed = Array<GridCoord>::device(a.coords ? 0 : a.n, stream);
+    auto keys_a = Array<std::uint64_t>::device(a.n, stream), keys_b = Array<std::uint64_t>::device(a.n, stream);
+    auto order_a = Array<std::int32_t>::device(a.n, stream), order_b = Array<std::int32_t>::device(a.n, stream);
+    locality_keys<<<grid_blocks(a.n, 256), 256, 0, s>>>(a, a.coords ? nullptr : placed.data(), cell_bits,
+                                                        keys_a.data(), order_a.data());
+    device::check_launch("degrid.wproj: locality_keys");
+    cub::DoubleBuffer<std::uint64_t> keys(keys_a.data(), keys_b.data());
+    cub::DoubleBuffer<std::int32_t> order(order_a.data(), order_b.data());
+    std::size_t bytes = 0;
+    cuda_check(cub::DeviceRadixSort::SortPairs(nullptr, bytes, keys, order, a.n, 0, end_bit, s), "sort size");
+    auto temp = Array<std::uint8_t>::device(std::max<std::size_t>(bytes, 1), stream);
+    cuda_check(cub::DeviceRadixSort::SortPairs(temp.data(), bytes, keys, order, a.n, 0, end_bit, s), "sort");
+    if (zeros_.size() < std::size_t(2 * ks.max_support + 1)) {
+      zeros_ = Array<cfloat>::device(2 * ks.max_support + 1, stream);
+      device::memset_zero(zeros_.data(), zeros_.bytes(), stream);
+    }
+    auto next_chunk = Array<unsigned>::device(1, stream);
+    device::memset_zero(next_chunk.data(), next_chunk.bytes(), stream);
+    grouped_kernel<<<unsigned(max_blocks_), kWarp * kWarpsPerBlock, 0, s>>>(
+        a, a.coords ? a.coords : placed.data(), order.Current(), reinterpret_cast<const float2*>(zeros_.data()),
+        next_chunk.data());
+    device::check_launch("degrid.wproj: grouped_kernel");
+    keep_until(stream.record(), {&placed, &keys_a, &keys_b, &order_a, &order_b, &temp, &next_chunk});
   }
 
   // Bucket the (visibility, tile) pairs by tile, then a thread block per tile. The pair count is
@@ -608,6 +826,7 @@ class WprojDegridderCuda final : public DeclaredStage<decl> {
   Design design_ = Design::uvflow;
   int max_blocks_ = 1;
   Array<double> work_;
+  Array<cfloat> zeros_;  // uvflow: the row the kernel-row pointers of rows outside a footprint point at
 };
 
 }  // namespace

@@ -44,8 +44,11 @@ inline const StageDecl<Params> decl{
                         "order, reading a grid cell only when the track moves onto it; needs raw blocks with "
                         "antenna1, antenna2 and non-decreasing time, so not uvw.w_sort's output, and assumes a "
                         "baseline moves little between dumps: it is correct in any case, only slower); uvflow, ours "
-                        "(rows layout, 8 to 32 lanes per visibility by support; fastest on w-sorted blocks). The "
-                        "cpu backend has one design (uvflow)"}},
+                        "(rows layout; the block visited in (w-plane, Morton cell) order, sorted on the device, and "
+                        "up to 4 visibilities of one plane a few cells apart degridded together by a warp that loads "
+                        "each grid value of their footprints' union once for all of them; any input order, the "
+                        "output in the input's order; with kernel_lookup linear, 8 to 32 lanes per visibility by "
+                        "support). The cpu backend has one design (uvflow)"}},
                {&Params::kernel_lookup,
                 {.name = "kernel_lookup",
                  .choices = {"nearest", "linear"},
