@@ -21,6 +21,7 @@
 #include "stages/io/write_fits.hpp"
 #include "stages/shared/clean.hpp"
 #include "stages/vis/unit.hpp"
+#include "tests/support/gauss_fit.hpp"
 #include "tests/support/seeds.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -372,6 +373,36 @@ double elliptical(double x, double y, double fwhm_maj, double fwhm_min, double p
   const double u = -x * std::sin(pa) + y * std::cos(pa), v = x * std::cos(pa) + y * std::sin(pa);
   const double smaj = fwhm_maj / kFwhm, smin = fwhm_min / kFwhm;
   return std::exp(-u * u / (2 * smaj * smaj) - v * v / (2 * smin * smin));
+}
+
+// The tests' own Gaussian fitter (the flux measure of loop_test), on elliptical Gaussians of random
+// shape, position off the pixel grid and amplitude, with and without noise.
+TEST(GaussianFit, RecoversRandomEllipticalGaussians) {
+  for (auto seed : test::seeds(3)) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<double> u(0, 1);
+    const long n = 64;
+    const double amp = 0.5 + 2 * u(rng), x0 = 32 + u(rng) - 0.5, y0 = 31 + u(rng) - 0.5;
+    const double sa = 2 + 2 * u(rng), sb = 1.5 + u(rng), th = std::numbers::pi * u(rng);
+    for (const double noise : {0.0, 0.01}) {
+      std::normal_distribution<double> g(0, noise > 0 ? noise : 1);
+      std::vector<float> img(std::size_t(n * n));
+      for (long y = 0; y < n; ++y)
+        for (long x = 0; x < n; ++x) {
+          const double c = std::cos(th), s = std::sin(th), dx = double(x) - x0, dy = double(y) - y0;
+          const double a = (c * dx + s * dy) / sa, b = (-s * dx + c * dy) / sb;
+          img[std::size_t(y * n + x)] = float(amp * std::exp(-0.5 * (a * a + b * b)) + (noise > 0 ? noise * g(rng) : 0));
+        }
+      const test::Gaussian2D f = test::fit_gaussian(img, n, n, 32, 31, 8, 2.0);
+      const double tol = noise > 0 ? 0.01 : 1e-5;  // relative (noise: 1 % of the peak per pixel)
+      EXPECT_NEAR(f.amplitude, amp, tol * amp);
+      EXPECT_NEAR(f.x0, x0, 10 * tol);
+      EXPECT_NEAR(f.y0, y0, 10 * tol);
+      EXPECT_NEAR(f.sigma_major, std::max(sa, sb), 10 * tol * sa);
+      EXPECT_NEAR(f.sigma_minor, std::min(sa, sb), 10 * tol * sa);
+    }
+  }
 }
 
 TEST(BeamFit, AnalyticEllipticalGaussians) {
