@@ -58,8 +58,8 @@ TEST(ConfigErrors, WrongType) {
 
 TEST(ConfigErrors, OutOfRange) {
   EXPECT_EQ(diagnostics("out_of_range.yaml"),
-            V{"out_of_range.yaml:6:43: error: stage 'kernels' (kernels.wproj) parameter 'oversample' = 1 is out of "
-              "range [2, 16]"});
+            V{"out_of_range.yaml:6:43: error: stage 'kernels' (kernels.wproj) parameter 'oversample' = 17 is out of "
+              "range [0, 16]"});
 }
 
 TEST(ConfigErrors, MissingInput) {

@@ -1,17 +1,19 @@
-// kernels.wproj's epsilon: the w-planes, oversampling and kernel FFT it chooses meet the requested
-// accuracy (the largest error of a source's peak relative to its flux) against a direct DFT, for a
-// narrow and a wide field with sources out to the image corners; the warning when the planes are
-// too few names the parameters that help; the refusal when the FFT would exceed max_conv_size names
-// the memory and the parameter.
+// kernels.wproj's epsilon and automatic settings: the w-planes, oversampling and kernel FFT chosen
+// for epsilon meet the requested accuracy (the largest error of a source's peak relative to its flux)
+// against a direct DFT, for a narrow and a wide field with sources out to the image corners; left
+// automatic they follow the field; the warning when given planes are too few names the parameters
+// that help; the refusal when the FFT would exceed max_conv_size names the memory and the parameter.
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <sstream>
 
 #include "runtime/error.hpp"
+#include "runtime/units.hpp"
 #include "tests/support/image_vs_dft.hpp"
 #include "tests/support/wproj_stack.hpp"
 
@@ -76,14 +78,59 @@ TEST(WprojEpsilon, RefusesAnEpsilonThePaddingCannotReach) {
   }
 }
 
-// OSKAR's plane count on a 14-degree field with |w| up to 2000: the w-planes, not the FFT size, set the error.
+// The log of kernels.wproj for a 128-pixel image of 400 arcsec cells (a 14-degree field) with |w| up
+// to 200, w_planes and oversample as given (0: automatic).
+std::string wproj_log(int w_planes, int oversample) {
+  return capture_log([&] {
+    StageHarness h(kernels_wproj::spec(), "cpu",
+                   {{"image_size", std::int64_t(128)}, {"cell_arcsec", 400.0}, {"w_planes", std::int64_t(w_planes)},
+                    {"oversample", std::int64_t(oversample)}, {"cache_dir", std::string()}, {"layouts", std::string("quarter")}});
+    h.set_input("info", w_stats_info(200, 0, 100));
+    h.process();
+  });
+}
+
+// OSKAR's plane count given on a 14-degree field (26 for |w| up to 200): the w-planes, not the FFT
+// size, set the error, and the warning says so. Left automatic, the planes are enough.
 TEST(WprojEpsilon, TooFewPlanesWarnNamesPlanesAndEpsilon) {
-  const std::string log = capture_log([] { wproj_stack(128, 400, 4, 1.2, 2000); });
-  EXPECT_NE(log.find("w-planes are too few for this field"), std::string::npos) << log;
-  EXPECT_NE(log.find("set epsilon (the accuracy wanted, e.g. 1e-3) or raise w_planes"), std::string::npos) << log;
-  EXPECT_NE(log.find("max_conv_size does not help"), std::string::npos) << log;
-  const std::string quiet = capture_log([] { wproj_stack(128, 60, 4, 1.2, 2000); });
-  EXPECT_EQ(quiet.find("too few"), std::string::npos) << quiet;
+  const std::string log = wproj_log(26, 4);
+  EXPECT_NE(log.find("26 w-planes are too few for this field"), std::string::npos) << log;
+  EXPECT_NE(log.find("leave w_planes 0 (automatic, chosen for this field), raise it"), std::string::npos) << log;
+  EXPECT_NE(log.find("max_conv_size and padding do not help"), std::string::npos) << log;
+  const std::string automatic = wproj_log(0, 4);
+  EXPECT_EQ(automatic.find("too few"), std::string::npos) << automatic;
+  EXPECT_EQ(automatic.find("truncated"), std::string::npos) << automatic;
+  EXPECT_NE(automatic.find("(automatic, for about 0.001)"), std::string::npos) << automatic;
+}
+
+// The automatic settings on a 14-degree field with |w| up to 200: w_planes from the phase error at
+// the image corners (2 pi delta_w |n - 1| within sqrt(0.4e-3 / 0.05), delta_w the largest w error,
+// half the last gap), oversample the smallest that meets the lookup's share of 1e-3 (14 at padding
+// 1.2, 8 at padding 2), and an FFT that holds the widest kernel.
+TEST(WprojEpsilon, AutomaticSettingsFollowTheField) {
+  for (double padding : {1.2, 2.0}) {
+    const double w = 200, cell = 400 * kArcsecToRad;
+    StageHarness h(kernels_wproj::spec(), "cpu",
+                   {{"image_size", std::int64_t(128)}, {"cell_arcsec", 400.0}, {"padding", padding},
+                    {"cache_dir", std::string()}, {"layouts", std::string("quarter")}});
+    h.set_input("info", w_stats_info(w, 0, w / 2));
+    h.process();
+    const auto ks = h.output<KernelStack>("kernels");
+    const double l = 64 * std::sin(cell), n1 = 1 - std::sqrt(1 - 2 * l * l);
+    const double allowed = std::sqrt(0.4e-3 / 0.05) / (2 * M_PI * n1);
+    auto w_error = [&](int planes) {  // the largest w error with this many planes
+      const double w_scale = (planes - 1.0) * (planes - 1) / ks->max_w;
+      return (std::sqrt(w * w_scale) + 0.5) / w_scale;
+    };
+    std::printf("padding %g: %d planes (w error %.3g, allowed %.3g), oversample %d, FFT %d\n", padding, ks->planes,
+                w_error(ks->planes), allowed, ks->oversample, ks->conv_size);
+    EXPECT_LE(w_error(ks->planes), allowed * 1.01) << "enough planes";
+    EXPECT_GT(w_error(ks->planes - 2), allowed) << "not more than needed";
+    EXPECT_EQ(ks->oversample, padding == 2.0 ? 8 : 14);
+    EXPECT_EQ(ks->truncated_planes, 0);
+    const int widest = *std::max_element(ks->support.begin(), ks->support.end());
+    EXPECT_GT(widest, (ks->conv_size / 2 - 2 - ks->oversample / 2) / ks->oversample / 2) << "FFT not far larger";
+  }
 }
 
 // A 2048-pixel image of 16 arcsec cells (a 9-degree field) at padding 2 with |w| up to 3000 at epsilon 1e-3
@@ -102,6 +149,24 @@ TEST(WprojEpsilon, RefusesAnFftAboveMaxConvSizeNamingMemoryAndParameter) {
     EXPECT_NE(m.find("kernels.wproj: epsilon 0.001 needs kernel FFTs of "), std::string::npos) << m;
     EXPECT_NE(m.find("of kernels for "), std::string::npos) << m;
     EXPECT_NE(m.find("max_conv_size is 2000: raise max_conv_size to "), std::string::npos) << m;
+  }
+}
+
+// The same field at the automatic settings: refused the same way, naming the oversample as what else helps.
+TEST(WprojEpsilon, AutomaticSettingsRefuseAnFftAboveMaxConvSize) {
+  StageHarness h(kernels_wproj::spec(), "cpu",
+                 {{"image_size", std::int64_t(2048)}, {"cell_arcsec", 16.0}, {"padding", 2.0}, {"cache_dir", std::string()}});
+  h.set_input("info", w_stats_info(3000, 0, 1500));
+  try {
+    h.process();
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    const std::string m = e.what();
+    std::printf("%s\n", m.c_str());
+    EXPECT_NE(m.find("kernels.wproj: the automatic settings need kernel FFTs of "), std::string::npos) << m;
+    EXPECT_NE(m.find("of kernels for "), std::string::npos) << m;
+    EXPECT_NE(m.find("max_conv_size is 2000: raise max_conv_size to "), std::string::npos) << m;
+    EXPECT_NE(m.find(", or set a smaller oversample"), std::string::npos) << m;
   }
 }
 

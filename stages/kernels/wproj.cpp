@@ -44,18 +44,20 @@ bool is_5_smooth(std::int64_t n) {
 // ------------------------------------------------------------------ error models (epsilon)
 //
 // Both are in terms of the largest phase error phi a visibility can carry at the image's corners,
-// fitted to measured peak errors against a direct DFT (tests/wproj_epsilon_test.cpp; docs/prediction.md
-// gives the figures) with a margin of about 2.
+// fitted to measured peak errors with a margin of about 2 (against a direct DFT in
+// tests/wproj_epsilon_test.cpp, docs/prediction.md; against WSClean's wgridder in
+// bench/results/wproj_wide_field.md). They choose w_planes and oversample both for epsilon and,
+// at kAutoEpsilon, when those are left 0.
 //
 // w-planes: a visibility at w is gridded with plane k = round(sqrt(|w| w_scale)), at k^2 / w_scale,
 // at most half the gap to the next plane away: delta_w <= (sqrt(|w| w_scale) + 1/2) / w_scale. The
 // screen it misses, exp(2 pi i delta_w (n - 1)), is a phase error of at most
-// phi_w = 2 pi delta_w max|n - 1|. At a source's own pixel its first-order part mostly cancels (the
-// errors of visibilities on either side of a plane have opposite signs), leaving about
-// 0.027 phi_w^2 (measured, 8 to 32 planes on a 14-degree field); the first-order part survives in
-// other sources' sidelobes: 0.014-0.015 phi_w in a user's SKA-Low field (0.63 % at 161 planes,
-// 0.22 % at 480; phi_w taken at 8 degrees out with max_w from the automatic plane count, since that
-// field's geometry was not reported). Model: max(0.015 phi_w, 0.05 phi_w^2).
+// phi_w = 2 pi delta_w max|n - 1|. At a source's own pixel its first-order part cancels (the
+// errors of visibilities on either side of a plane have opposite signs), leaving a loss of about
+// 0.027 phi_w^2 (measured, 8 to 32 planes on a 14-degree field) and 0.01 phi_w^2 on a 17-degree
+// SKA-Low field at 150 MHz with Briggs weighting and nine sources out to 8 degrees (97, 300 and 1000
+// planes: phi_w 0.94, 0.30, 0.09; bench/wproj_wide_field.py): second order, sidelobes included.
+// Model: 0.05 phi_w^2.
 //
 // Lookup: the nearest kernel sample moves a visibility by up to 1/(2 o) of a uv cell on each axis,
 // phi_o = sqrt(2) pi (1/(2 o)) (image_size / grid_size) at the image's corners. The grid correction's
@@ -65,12 +67,15 @@ bool is_5_smooth(std::int64_t n) {
 // 4.1e-3 with 512 planes at oversample 8), padding 2 reaches 1e-3 (4.3e-4 to 6.5e-4). Above
 // oversample 8 the peak error rose again on both fields (8.8e-4 to 1.4e-3 at 12 and 16, padding 2;
 // not from the FFT size: 240 to 1008 points gave the same): epsilon uses at most 8.
-constexpr double kWLinear = 0.015, kWQuadratic = 0.05, kLookupQuadratic = 0.03;
+constexpr double kWQuadratic = 0.05, kLookupQuadratic = 0.03;
 constexpr double kWShare = 0.4;  // of epsilon, to the w-planes; the rest to the lookup
 constexpr int kMaxEpsilonOversample = 8;
-double wplane_model(double phi) { return std::max(kWLinear * phi, kWQuadratic * phi * phi); }
+// The accuracy the automatic settings (w_planes 0, oversample 0, no epsilon) aim at.
+constexpr double kAutoEpsilon = 1e-3;
+constexpr int kMaxAutoOversample = 16;
+double wplane_model(double phi) { return kWQuadratic * phi * phi; }
 double lookup_model(double phi) { return kLookupQuadratic * phi * phi; }
-// Above this predicted w-plane error (0.5 % of a peak) the stage warns when epsilon is not set.
+// Above this predicted w-plane error (0.5 % of a peak) the stage warns about given w_planes.
 constexpr double kWarnWError = 5e-3;
 
 double field_max_n_minus_1(int image_size, double cell_rad) {
@@ -279,14 +284,23 @@ void generate(const WProjSizes& z, double threshold, const std::filesystem::path
 
 // Said whether the stack was made or read from the cache.
 void warn_if_truncated(const WProjSizes& z, const KernelStack& ks) {
-  if (ks.truncated_planes > 0)
-    spdlog::warn("kernels.wproj: {} of {} planes have kernels wider than the largest support a {}-point FFT holds at "
-                 "oversample {} ({}); they are truncated there, which costs accuracy: {}",
-                 ks.truncated_planes, z.planes, z.conv_size, z.oversample, z.max_support(),
-                 z.conv_capped ? "raise max_conv_size or lower oversample, or set epsilon (which sizes the FFT for the "
-                                 "widest kernel)"
-                               : "lower oversample or raise padding (the FFT is padding x image_size points), or set "
-                                 "epsilon (which sizes the FFT for the widest kernel)");
+  if (ks.truncated_planes == 0) return;
+  // What helps: a smaller oversample always (the kernels then fit in fewer samples); a larger
+  // max_conv_size only where it capped the FFT; never a larger padding, which widens the kernels
+  // as much as the FFT.
+  std::string advice;
+  if (z.auto_planes || z.auto_oversample)
+    advice = "the FFT was sized for an estimate of the widest kernel that fell short; set a smaller oversample";
+  else if (z.conv_capped)
+    advice = "raise max_conv_size or lower oversample, or leave w_planes or oversample 0 (automatic), which sizes "
+             "the FFT for the widest kernel";
+  else
+    advice = "lower oversample, or leave w_planes or oversample 0 (automatic), which sizes the FFT for the widest "
+             "kernel; max_conv_size does not help (the FFT is padding x image_size points, below it), nor does padding "
+             "(it widens the kernels as much as the FFT)";
+  spdlog::warn("kernels.wproj: {} of {} planes have kernels wider than the largest support a {}-point FFT holds at "
+               "oversample {} ({}); they are truncated there, which costs accuracy: {}",
+               ks.truncated_planes, z.planes, z.conv_size, z.oversample, z.max_support(), advice);
 }
 
 // ------------------------------------------------------------------ cache
@@ -423,6 +437,7 @@ class WProj : public DeclaredStage<kernels_wproj::decl> {
     s_.max_conv_size = int(p.max_conv_size);
     s_.support_threshold = p.support_threshold;
     s_.epsilon = p.epsilon;
+    s_.oskar_planes = p.plane_rule == "oskar";
     cache_dir_ = p.cache_dir.empty() ? std::filesystem::path() : kernel_cache::expand(p.cache_dir.string());
     const std::string& l = p.layouts;
     layouts_.rows = l == "rows" || l == "all";
@@ -435,17 +450,23 @@ class WProj : public DeclaredStage<kernels_wproj::decl> {
       throw ParamError("cell_arcsec",
                        "image_size * cell_arcsec spans more than the sky: image_size * sin(cell) must be < 2");
     // Kernel sizes do not depend on the data: check them now.
-    // (The FFT needed at epsilon depends on the data's w: checked in process.)
+    // (The FFT the stage sizes for the widest kernel depends on the data's w: checked in process.)
     WProjSettings unbounded = s_;
-    if (s_.epsilon > 0) unbounded.max_conv_size = std::numeric_limits<int>::max();
+    if (s_.epsilon > 0 || (s_.w_planes == 0 && !s_.oskar_planes) || s_.oversample == 0) unbounded.max_conv_size = std::numeric_limits<int>::max();
     const WProjSizes z = wproj_sizes(unbounded, Observation{});
     if (s_.epsilon > 0 && s_.w_planes > 0)
       spdlog::warn("kernels.wproj: w_planes {} is ignored: epsilon {} chooses the planes", s_.w_planes, fmt_g(s_.epsilon));
-    if (z.max_support() < 1)
-      throw ParamError(z.conv_capped ? "max_conv_size" : "image_size",
-                       "the kernel FFT size " + std::to_string(z.conv_size) +
-                           " leaves no room for a support of 1 at oversample " + std::to_string(s_.oversample) +
-                           " (needs at least " + std::to_string(3 * s_.oversample + 4) + ")");
+    if (s_.epsilon > 0 && s_.oskar_planes)
+      spdlog::warn("kernels.wproj: plane_rule oskar is ignored: epsilon {} chooses the planes", fmt_g(s_.epsilon));
+    // Whatever the data, the FFT is at most max_conv_size: it must hold a support of 1.
+    WProjSizes smallest = z;
+    smallest.conv_size = std::min(z.conv_size, s_.max_conv_size);
+    smallest.conv_size -= smallest.conv_size % (2 * z.oversample);
+    if (smallest.max_support() < 1)
+      throw ParamError(smallest.conv_size < z.conv_size || z.conv_capped ? "max_conv_size" : "image_size",
+                       "the kernel FFT size " + std::to_string(smallest.conv_size) +
+                           " leaves no room for a support of 1 at oversample " + std::to_string(z.oversample) +
+                           " (needs at least " + std::to_string(3 * z.oversample + 4) + ")");
   }
 
   void prepare(PrepareContext& pc) override { layouts_.pinned = pc.pinned(kernels_wproj::kernels.name); }
@@ -508,18 +529,20 @@ class WProj : public DeclaredStage<kernels_wproj::decl> {
                            : std::string());
   }
 
-  // The error models' prediction; a warning, naming what helps, when the w-planes are too few for
+  // The error models' prediction; a warning, naming what helps, when given w-planes are too few for
   // the field (more planes, not a larger FFT, is what lowers that error).
   void report_accuracy(const WProjSizes& z, double max_abs_w) const {
     spdlog::info("kernels.wproj: {} w-planes, oversample {}, {}-point kernel FFTs; predicted peak errors {:.2g} "
                  "(w-planes, |n - 1| up to {:.3g}) and {:.2g} (kernel lookup){}",
                  z.planes, z.oversample, z.conv_size, z.w_error, z.max_n_minus_1, z.lookup_error,
-                 s_.epsilon > 0 ? " for epsilon " + fmt_g(s_.epsilon) : std::string());
-    if (s_.epsilon == 0 && z.w_error > kWarnWError)
+                 s_.epsilon > 0 ? " for epsilon " + fmt_g(s_.epsilon)
+                 : z.auto_planes || z.auto_oversample ? " (automatic, for about " + fmt_g(z.target) + ")"
+                                                       : std::string());
+    if (!z.auto_planes && z.w_error > kWarnWError)
       spdlog::warn("kernels.wproj: {} w-planes are too few for this field: |w| up to {} and |n - 1| up to {:.3g} at "
                    "the image corners bound source peak errors at about {:.2g} % (the bound is cautious: measured errors were 2 "
-                   "to 5 times smaller); set epsilon (the accuracy wanted, "
-                   "e.g. 1e-3) or raise w_planes (the error falls at least as 1/w_planes); max_conv_size does not help",
+                   "to 5 times smaller); leave w_planes 0 (automatic, chosen for this field), raise it (the error falls as "
+                   "1/w_planes^2) or set epsilon (the accuracy wanted, e.g. 1e-3); max_conv_size and padding do not help",
                    z.planes, fmt_g(max_abs_w), z.max_n_minus_1, 100 * z.w_error);
   }
 
@@ -546,7 +569,6 @@ WProjSizes wproj_sizes(const WProjSettings& s, const Observation& obs) {
   z.geom.image_size = s.image_size;
   z.geom.grid_size = wproj_grid_size(s.image_size, s.padding);
   z.geom.cell_rad = s.cell_rad;
-  z.oversample = s.oversample;
   const double wmax = obs.max_abs_w, wmin = obs.min_abs_w, wrms = obs.rms_abs_w;
   if (!std::isfinite(wmax) || !std::isfinite(wmin) || !std::isfinite(wrms) || wmax < 0 || wmin < 0 || wrms < 0 ||
       wmin > wmax)
@@ -560,35 +582,50 @@ WProjSizes wproj_sizes(const WProjSettings& s, const Observation& obs) {
     z.max_w = 0.25 / s.cell_rad;  // no w spread: OSKAR's fallback, a quarter of the largest uv
   }
   z.max_n_minus_1 = field_max_n_minus_1(s.image_size, s.cell_rad);
-  if (s.epsilon > 0) {
-    // 0.4 epsilon to the w-planes, 0.6 to the lookup. Planes: the smallest count whose quantisation
-    // error (wplane_error) is within its share; w_scale = (planes-1)^2 / max_w makes delta_w about
-    // sqrt(max|w| max_w) / (planes-1). phase_budget: the largest phi_w the model allows.
-    const double w_share = kWShare * s.epsilon;
-    const double phase_budget = std::min(w_share / kWLinear, std::sqrt(w_share / kWQuadratic));
+  // What the stage chooses: everything with epsilon; with w_planes or oversample 0, those, for
+  // kAutoEpsilon. Both from the error models: kWShare of the accuracy to the w-planes, the rest to
+  // the lookup.
+  const bool given_epsilon = s.epsilon > 0;
+  z.auto_planes = given_epsilon || (s.w_planes == 0 && !s.oskar_planes);
+  z.auto_oversample = given_epsilon || s.oversample == 0;
+  z.target = given_epsilon ? s.epsilon : kAutoEpsilon;
+  // The subject of the errors below: what asked for the sizes.
+  const std::string asked = given_epsilon ? "epsilon " + fmt_g(s.epsilon) + " needs" : std::string("the automatic settings need");
+  if (z.auto_planes) {
+    // The smallest count whose quantisation error (wplane_error) is within its share;
+    // w_scale = (planes-1)^2 / max_w makes delta_w about sqrt(max|w| max_w) / (planes-1).
+    // phase_budget: the largest phi_w the model allows.
+    const double phase_budget = std::sqrt(kWShare * z.target / kWQuadratic);
     const double dw = phase_budget / (2 * M_PI * std::max(z.max_n_minus_1, 1e-300));
-    const double gaps = wmax > 0 ? std::ceil(std::sqrt(wmax * z.max_w) / dw + 0.5) : 0;
-    if (gaps + 1 > kMaxPlanes)
-      throw InputError("kernels.wproj: epsilon " + fmt_g(s.epsilon) + " needs " + std::to_string(std::int64_t(gaps + 1)) +
+    double planes = (wmax > 0 ? std::ceil(std::sqrt(wmax * z.max_w) / dw + 0.5) : 0) + 1;
+    // Never fewer than OSKAR's count (at least 16), which narrow fields keep.
+    if (!given_epsilon) planes = std::max(planes, std::max(16.0, z.max_w * std::fabs(std::sin(s.cell_rad * s.image_size / 2.0))));
+    if (planes > kMaxPlanes)
+      throw InputError("kernels.wproj: " + asked + " " + std::to_string(std::int64_t(planes)) +
                        " w-planes for |w| up to " + fmt_g(wmax) + " and |n - 1| up to " + fmt_g(z.max_n_minus_1) +
-                       ", more than the " + std::to_string(kMaxPlanes) + " supported; raise epsilon or image a smaller field");
-    z.planes = int(gaps) + 1;
-    // Oversample: the smallest even one whose lookup error is within the rest, up to kMaxEpsilonOversample.
+                       ", more than the " + std::to_string(kMaxPlanes) + " supported; " +
+                       (given_epsilon ? "raise epsilon" : "set w_planes (fewer planes: larger peak errors) or epsilon") +
+                       ", or image a smaller field");
+    z.planes = int(planes);
+  } else if (s.w_planes > 0) {
+    z.planes = s.w_planes;
+  } else {  // plane_rule oskar
+    z.planes = int(std::max(16.0, z.max_w * std::fabs(std::sin(s.cell_rad * s.image_size / 2.0))));
+  }
+  if (z.auto_oversample) {
+    // The smallest even oversampling whose lookup error is within the rest. Automatic settings take
+    // the most they allow when none is; epsilon, which promises its accuracy, refuses.
+    const int most = given_epsilon ? kMaxEpsilonOversample : kMaxAutoOversample;
     z.oversample = 0;
-    for (int o = 2; o <= kMaxEpsilonOversample && !z.oversample; o += 2)
-      if (lookup_error(s.image_size, z.geom.grid_size, o) <= (1 - kWShare) * s.epsilon) z.oversample = o;
-    if (!z.oversample)
+    for (int o = 2; o <= most && !z.oversample; o += 2)
+      if (lookup_error(s.image_size, z.geom.grid_size, o) <= (1 - kWShare) * z.target) z.oversample = o;
+    if (!z.oversample && given_epsilon)
       throw InputError("kernels.wproj: epsilon " + fmt_g(s.epsilon) + " needs a kernel oversampling above " +
                        std::to_string(kMaxEpsilonOversample) + " at padding " +
                        fmt_g(s.padding) + "; raise epsilon or padding");
-  } else if (s.w_planes > 0) {
-    z.planes = s.w_planes;
+    if (!z.oversample) z.oversample = most;
   } else {
-    const double n = z.max_w * std::fabs(std::sin(s.cell_rad * s.image_size / 2.0));
-    if (n > kMaxPlanes)
-      throw InputError("kernels.wproj: the data need " + std::to_string(std::int64_t(n)) + " w-planes, more than the " +
-                       std::to_string(kMaxPlanes) + " supported; set w_planes or a smaller field");
-    z.planes = std::max(16, int(n));
+    z.oversample = s.oversample;
   }
   const int o = z.oversample;
   z.w_scale = double(z.planes - 1) * (z.planes - 1) / z.max_w;
@@ -602,9 +639,10 @@ WProjSizes wproj_sizes(const WProjSettings& s, const Observation& obs) {
   const int wanted = int(s.padding * s.image_size);
   z.conv_size = std::min(wanted, s.max_conv_size);
   z.conv_capped = z.conv_size < wanted;
-  if (s.epsilon > 0) {
+  if (z.auto_planes || z.auto_oversample) {
     // The FFT must hold the widest kernel (the last plane's) with S = o/2 + o s + 1 in the
-    // kept quarter of conv_size/2 - 1 samples (max_support()).
+    // kept quarter of conv_size/2 - 1 samples (max_support()). (Settings all given keep OSKAR's
+    // padding x image_size, capped, as the seeds' data sets do, and warn when it truncates.)
     const int support = support_estimate(z, z.planes > 1 ? z.max_w : 0.0);
     const std::int64_t need = (std::int64_t(o) * support + o / 2 + 2) / o * 2 * o + 2 * o;  // a multiple of 2 o
     if (need > s.max_conv_size) {
@@ -613,13 +651,14 @@ WProjSizes wproj_sizes(const WProjSettings& s, const Observation& obs) {
         const double side = o / 2 + 1 + double(o) * support_estimate(z, double(k) * k / z.w_scale);
         stack += side * side * sizeof(cfloat);
       }
-      throw InputError("kernels.wproj: epsilon " + fmt_g(s.epsilon) + " needs kernel FFTs of " + std::to_string(need) +
+      throw InputError("kernels.wproj: " + asked + " kernel FFTs of " + std::to_string(need) +
                        " points to hold the widest kernel (support " + std::to_string(support) + " cells at oversample " +
                        std::to_string(o) + ", |w| " + fmt_g(z.max_w) + "): about " +
                        bytes_text(std::uint64_t(stack)) + " of kernels for " + std::to_string(z.planes) +
                        " planes plus " + bytes_text(std::uint64_t(need * need * sizeof(cfloat))) +
                        " of FFT buffer per thread; max_conv_size is " + std::to_string(s.max_conv_size) +
-                       ": raise max_conv_size to " + std::to_string(need) + ", or raise epsilon");
+                       ": raise max_conv_size to " + std::to_string(need) +
+                       (given_epsilon ? ", or raise epsilon" : ", or set a smaller oversample"));
     }
     z.conv_size = std::max(int(need), z.conv_size);
   }

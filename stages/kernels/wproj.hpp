@@ -31,13 +31,14 @@ struct Params {
   std::int64_t image_size = 512;
   double cell_arcsec = 2.0;
   double padding = 1.2;
-  std::int64_t oversample = 4;
+  std::int64_t oversample = 0;
   std::int64_t w_planes = 0;
   std::int64_t max_conv_size = 2000;
   double support_threshold = 1e-3;
   std::filesystem::path cache_dir = kernel_cache::kDefaultDir;
   std::string layouts = "rows";
   double epsilon = 0;
+  std::string plane_rule = "accuracy";
 };
 
 inline const StageDecl<Params> decl{
@@ -45,8 +46,8 @@ inline const StageDecl<Params> decl{
     .summary = "w-projection convolution kernels (spheroidal taper x w screen), made once per run and cached on disk",
     .doc = "Builds the kernel stack of OSKAR's w-projection imager (WPROJ.md): grid size the smallest even 2^a 3^b 5^c "
     "above padding * image_size; max_w = 1.05 max|w|, scaled by rms/mid when the rms of |w| exceeds the "
-    "mid-range (0.25 / cell, OSKAR's fallback, when all w are 0); w_planes = max(16, int(max_w |sin(cell "
-    "image_size / 2)|)) unless given; plane k at |w| = k^2 / w_scale with w_scale = (planes-1)^2 / max_w. Each "
+    "mid-range (0.25 / cell, OSKAR's fallback, when all w are 0); plane k at |w| = k^2 / w_scale with "
+    "w_scale = (planes-1)^2 / max_w. Each "
     "plane is the forward FFT (conv_size = padding * image_size, capped at max_conv_size and rounded down to a multiple of 2 oversample) of Schwab's spheroidal "
     "taper times exp(2 pi i w (sqrt(1-l^2-m^2) - 1)), sampled every dl so that conv_size/oversample samples span "
     "the padded field. The quarter [0, conv_size/2 - 1)^2 is kept; the support is where |K| along either axis "
@@ -55,9 +56,13 @@ inline const StageDecl<Params> decl{
     "FFTW single precision, pruned to the screen's rows and the kept columns, planes in parallel; plans are "
     "measured when there are enough planes per thread, and FFTW wisdom is kept in cache_dir. The stack is cached "
     "in cache_dir under a hash of everything it depends on; a corrupt or mismatched file is ignored with a "
-    "warning and rewritten. Tested against a direct double-precision DFT of the screen. With epsilon set, "
-    "w_planes and oversample come from error models of the w-plane quantisation and the kernel lookup and the FFT "
-    "is sized for the widest kernel (docs/prediction.md).",
+    "warning and rewritten. Tested against a direct double-precision DFT of the screen. w_planes and oversample "
+    "left 0 come from error models of the w-plane quantisation (a phase error at the image corners of "
+    "2 pi delta_w max|n - 1|) and of the kernel lookup, for a peak accuracy of about 1e-3 (w_planes never below "
+    "OSKAR's max(16, max_w |sin(cell image_size / 2)|)), or for epsilon when it is set; then the FFT is sized for the "
+    "widest kernel, or the stage stops naming the memory it would need (docs/prediction.md; measured against "
+    "WSClean's wgridder in bench/results/wproj_wide_field.md). Given both, the FFT is padding x image_size, "
+    "capped at max_conv_size, as in OSKAR.",
     .inputs = {info},
     .outputs = {kernels},
     .params = {{&Params::image_size,
@@ -68,11 +73,13 @@ inline const StageDecl<Params> decl{
                 {.name = "padding", .min = 1, .max = 4,
                  .doc = "grid side / image side, before rounding the grid up to an even 2^a 3^b 5^c"}},
                {&Params::oversample,
-                {.name = "oversample", .min = 2, .max = 16,
-                 .doc = "kernel samples per grid cell (even); 4 in all the seeds' data sets"}},
+                {.name = "oversample", .min = 0, .max = 16,
+                 .doc = "kernel samples per grid cell (even); 0 chooses it from the field and padding for a peak "
+                        "accuracy of about 1e-3 (at most 16); 4 in all the seeds' data sets"}},
                {&Params::w_planes,
                 {.name = "w_planes", .min = 0, .max = kMaxPlanes,
-                 .doc = "number of w-planes; 0 derives it from the data (at least 16); 1 grids without w-projection"}},
+                 .doc = "number of w-planes; 0 derives it from the data and the field for a peak accuracy of about "
+                        "1e-3 (never fewer than OSKAR's max_w sin(fov/2), at least 16); 1 grids without w-projection"}},
                {&Params::max_conv_size,
                 {.name = "max_conv_size", .unit = "samples", .min = 16, .max = 8192,
                  .doc = "cap on the kernel FFT size (OSKAR's 2000): memory and time grow with its square"}},
@@ -95,7 +102,13 @@ inline const StageDecl<Params> decl{
                  .doc = "requested accuracy: the largest error of a point source's peak, relative to its flux, over "
                         "the whole field (docs/prediction.md); when set, w_planes and oversample are chosen from it "
                         "and the field (their values are ignored) and the kernel FFT is sized to hold the widest "
-                        "kernel (an error names the memory when max_conv_size is too small); 0 keeps the given settings"}}},
+                        "kernel (an error names the memory when max_conv_size is too small); 0 keeps the given settings"}},
+               {&Params::plane_rule,
+                {.name = "plane_rule", .choices = {"accuracy", "oskar"},
+                 .doc = "how w_planes 0 is chosen: accuracy (the error model, for about 1e-3 of a peak) or oskar "
+                        "(OSKAR's max(16, max_w |sin(fov/2)|), the rule of the seeds' data sets, kept for benchmarks "
+                        "comparable with them; 0.2-0.9 % peak errors on wide fields); with oskar the FFT is "
+                        "padding x image_size as when w_planes is given"}}},
     .concurrency = Concurrency::serial,
     // The geometry follows from the parameters alone; the planes and supports from the data.
     .describe = [](const Params& p, const PortShapes&) {
@@ -117,11 +130,12 @@ struct WProjSettings {
   int image_size = 512;
   double cell_rad = 0;
   double padding = 1.2;
-  int oversample = 4;
-  int w_planes = 0;  // 0: from the data
+  int oversample = 4;  // 0: from the field
+  int w_planes = 0;    // 0: from the data and the field
   int max_conv_size = 2000;
   double support_threshold = 1e-3;
   double epsilon = 0;  // 0: w_planes and oversample as given
+  bool oskar_planes = false;  // w_planes 0 by OSKAR's rule, not the error model
 };
 
 // What the settings and the data fix before any kernel is computed (WPROJ.md).
@@ -129,6 +143,9 @@ struct WProjSizes {
   GridGeometry geom;
   int oversample = 0;
   int planes = 0;
+  bool auto_planes = false;      // chosen by the stage (w_planes 0 or epsilon), with auto_oversample
+  bool auto_oversample = false;  // likewise; either sizes the FFT for the widest kernel
+  double target = 0;             // the accuracy they were chosen for (epsilon, else the automatic one)
   int conv_size = 0;        // kernel FFT size (even)
   bool conv_capped = false; // conv_size is max_conv_size, below padding * image_size
   int inner = 0;            // screen samples a side: conv_size / oversample
