@@ -1,9 +1,10 @@
 // degrid.wstack, cuda backend: the cpu backend's adjoint (stages/shared/wstack.hpp) on the device,
-// block by block. The block's |w| range is read back first (one wait per block: the plane count
-// is a host loop bound); then per w-plane: the model image times the image-domain factors and the
-// conjugate screen into the zeroed grid, cuFFT inverse, and each visibility that touches the plane
-// (one thread each) gathers its W x W cells in double. Tested against the cpu backend
-// (tests/gpu_wstack_test.cpp).
+// block by block. The block's |w| range and max |v| are read back first (one wait per block: the
+// plane count and the band of grid rows the visibilities read are host loop bounds); the model is
+// multiplied by the image-domain factors once; then per w-plane: the model times the conjugate
+// screen into the image's columns, the pruned inverse FFT (wstack_cuda.cuh: the image's columns,
+// then the band's rows only), and each visibility that touches the plane (one thread each)
+// gathers its W x W cells in double. Tested against the cpu backend (tests/gpu_wstack_test.cpp).
 #include <cuda_runtime.h>
 #include <cufft.h>
 
@@ -27,33 +28,53 @@ namespace {
 constexpr char kWho[] = "degrid.wstack (cuda)";
 using wstack::cuda::DevicePlan;
 
-// range: [min |w| bits, max |w| bits, non-finite uvw count].
+// range: [min |w| bits, max |w| bits, max |v| bits, non-finite uvw count].
 __global__ void w_range(const float* uu, const float* vv, const float* ww, std::int64_t n, unsigned* range) {
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n; i += std::int64_t(gridDim.x) * blockDim.x) {
     if (!isfinite(uu[i]) || !isfinite(vv[i]) || !isfinite(ww[i])) {
-      atomicAdd(range + 2, 1u);
+      atomicAdd(range + 3, 1u);
       continue;
     }
     const unsigned bits = __float_as_uint(fabsf(ww[i]));
     atomicMin(range, bits);
     atomicMax(range + 1, bits);
+    atomicMax(range + 2, __float_as_uint(fabsf(vv[i])));
   }
 }
 
-__global__ void fill_plane(DevicePlan p, int plane, const float* image, float2* grid) {
+// The model times the image-domain factors, transposed as grid.wstack's accumulation is:
+// image_t[j][y] for pixel x = n - 1 - j (once per block; float, as the grid is).
+__global__ void correct_transposed(DevicePlan p, const float* image, float* image_t) {
   const std::int64_t total = std::int64_t(p.n) * p.n;
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < total; i += std::int64_t(gridDim.x) * blockDim.x) {
+    const int j = int(i / p.n), y = int(i % p.n), x = p.n - 1 - j;
+    image_t[i] = float(image[std::int64_t(y) * p.n + x] * wstack::cuda::correction(p, x, y));
+  }
+}
+
+// The adjoint of grid.wstack's accumulate: the image's columns (n x ng, zero outside the image's
+// rows) of the corrected model times the conjugate screen and the layout's sign.
+__global__ void fill_plane(DevicePlan p, int plane, const float* image_t, float2* cols) {
+  const std::int64_t total = std::int64_t(p.ng) * p.n;
   const double wp = p.w0 + plane * p.dw;
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < total; i += std::int64_t(gridDim.x) * blockDim.x) {
-    const int x = int(i % p.n), y = int(i / p.n), X = p.n / 2 - x, Y = y - p.n / 2;
+    const int j = int(i / p.ng), Y = int(i % p.ng) - p.ng / 2, X = j - p.n / 2 + 1;
+    if (Y < -p.n / 2 || Y >= p.n / 2) {  // image rows y = Y + n/2 in [0, n)
+      cols[i] = make_float2(0, 0);
+      continue;
+    }
     double sn, cs;
     sincospi(2 * wp * wstack::cuda::screen_rate(p, X, Y), &sn, &cs);  // conj(exp(-2 pi i w_p t))
-    const double a = image[i] * wstack::cuda::correction(p, x, y);
-    grid[std::int64_t(wstack::cuda::wrap(Y, p.ng)) * p.ng + wstack::cuda::wrap(X, p.ng)] = make_float2(float(a * cs), float(a * sn));
+    double a = image_t[std::int64_t(j) * p.n + Y + p.n / 2];
+    if ((X + Y) & 1) a = -a;
+    cols[i] = make_float2(float(a * cs), float(a * sn));
   }
 }
 
-__global__ void gather_plane(DevicePlan p, int plane, const float* u, const float* v, const float* w, std::int64_t n,
-                             const float2* grid, double2* acc) {
+// Each visibility that touches `plane` gathers its W x W cells from the plane's band of rows
+// (rows x ng, the band's first row being grid row `lo`).
+__global__ void gather_plane(DevicePlan p, int plane, int lo, const float* u, const float* v, const float* w, std::int64_t n,
+                             const float2* band, double2* acc) {
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n; i += std::int64_t(gridDim.x) * blockDim.x) {
     const bool flip = w[i] < 0;
     const double kw = wstack::cuda::plane_weight(p, fabs(double(w[i])), plane);
@@ -62,14 +83,16 @@ __global__ void gather_plane(DevicePlan p, int plane, const float* u, const floa
     double ku[es::kMaxSupport], kv[es::kMaxSupport];
     const int fu = wstack::cuda::axis_taps(p, gu, ku), fv = wstack::cuda::axis_taps(p, gv, kv);
     double re = 0, im = 0;
-    for (int j = 0; j < p.support; ++j) {
-      const float2* row = grid + std::int64_t(wstack::cuda::wrap(fv + j, p.ng)) * p.ng;
+    for (int a = 0; a < p.support; ++a) {
+      const float2* row = band + std::int64_t(wstack::cuda::wrap(fv + a + p.ng / 2, p.ng) - lo) * p.ng;
       double rr = 0, ri = 0;
-      for (int k = 0; k < p.support; ++k) {
-        const float2 g = row[wstack::cuda::wrap(fu + k, p.ng)];
-        rr += ku[k] * g.x, ri += ku[k] * g.y;
+      for (int b = 0; b < p.support; ++b) {
+        const float2 g = row[wstack::cuda::wrap(fu + b + p.ng / 2, p.ng)];
+        const double k = (b & 1) ? -ku[b] : ku[b];
+        rr += k * g.x, ri += k * g.y;
       }
-      re += kv[j] * rr, im += kv[j] * ri;
+      const double k = (fv + a + fu) & 1 ? -kv[a] : kv[a];
+      re += k * rr, im += k * ri;
     }
     acc[i].x += kw * re, acc[i].y += kw * im;
   }
@@ -111,43 +134,46 @@ class WStackDegridderCuda : public DeclaredStage<decl> {
       return;
     }
 
-    auto range_dev = Array<unsigned>::device(3, stream);
-    const unsigned init[3] = {0x7f800000u, 0u, 0u};
+    auto range_dev = Array<unsigned>::device(4, stream);
+    const unsigned init[4] = {0x7f800000u, 0u, 0u, 0u};
     device::copy(range_dev.data(), init, sizeof init, device::Copy::host_to_device, stream);
     w_range<<<blocks_of(w_range), 256, 0, s>>>(block->uu.data(), block->vv.data(), block->ww.data(), n, range_dev.data());
     device::check_launch("degrid.wstack: w_range");
-    unsigned range[3];
+    unsigned range[4];
     device::copy(range, range_dev.data(), sizeof range, device::Copy::device_to_host, stream);
     stream.synchronize();
-    if (range[2]) throw InputError("block " + std::to_string(block->index) + ": " + std::to_string(range[2]) + " visibilities have non-finite uvw");
-    float wlo, whi;
-    std::memcpy(&wlo, &range[0], sizeof wlo);
-    std::memcpy(&whi, &range[1], sizeof whi);
-    const wstack::Planes pl = e.planes(wlo, whi);
+    if (range[3]) throw InputError("block " + std::to_string(block->index) + ": " + std::to_string(range[3]) + " visibilities have non-finite uvw");
+    float lim[3];
+    std::memcpy(lim, range, sizeof lim);
+    const wstack::Planes pl = e.planes(lim[0], lim[1]);
     Array<double> taps, corr;
     const DevicePlan p = wstack::cuda::make_plan(e, pl, stream, taps, corr);
+    const wstack::cuda::Band band = wstack::cuda::band_of(p, lim[2]);
 
-    auto grid = Array<cfloat>::device(std::size_t(p.ng) * p.ng, stream);
+    auto grid = Array<cfloat>::device(std::size_t(band.rows) * p.ng, stream);  // the band's rows only
+    auto cols = Array<cfloat>::device(std::size_t(p.ng) * p.n, stream);
+    auto image_t = Array<float>::device(std::size_t(p.n) * p.n, stream);
     auto acc = Array<double>::device(2 * block->size(), stream);
     device::memset_zero(acc.data(), acc.bytes(), stream);
-    plan_.ensure(p.ng);
-    device::check_cufft(cufftSetStream(plan_.get(), s), kWho, "cufftSetStream");
-    auto scratch = Array<std::uint8_t>::device(std::max<std::size_t>(plan_.work_bytes(), 1), stream);
-    device::check_cufft(cufftSetWorkArea(plan_.get(), scratch.data()), kWho, "cufftSetWorkArea");
+    correct_transposed<<<blocks_of(correct_transposed), 256, 0, s>>>(p, img->pixels.data(), image_t.data());
+    device::check_launch("degrid.wstack: correct_transposed");
+    fft_.ensure(p.ng, p.n, band.rows);
+    auto scratch = Array<std::uint8_t>::device(fft_.work_bytes(), stream);
+    fft_.bind(s, scratch.data());
     auto* g = reinterpret_cast<float2*>(grid.data());
+    auto* cg = reinterpret_cast<float2*>(cols.data());
     auto* a = reinterpret_cast<double2*>(acc.data());
     for (int plane = 0; plane < pl.count; ++plane) {
-      device::memset_zero(grid.data(), grid.bytes(), stream);
-      fill_plane<<<blocks_of(fill_plane), 256, 0, s>>>(p, plane, img->pixels.data(), g);
+      fill_plane<<<blocks_of(fill_plane), 256, 0, s>>>(p, plane, image_t.data(), cg);
       device::check_launch("degrid.wstack: fill_plane");
-      auto* cg = reinterpret_cast<cufftComplex*>(g);
-      device::check_cufft(cufftExecC2C(plan_.get(), cg, cg, CUFFT_INVERSE), kWho, "cufftExecC2C");
-      gather_plane<<<blocks_of(gather_plane), 256, 0, s>>>(p, plane, block->uu.data(), block->vv.data(), block->ww.data(), n, g, a);
+      fft_.inverse(cg, g, band.lo);
+      gather_plane<<<blocks_of(gather_plane), 256, 0, s>>>(p, plane, band.lo, block->uu.data(), block->vv.data(), block->ww.data(),
+                                                           n, g, a);
       device::check_launch("degrid.wstack: gather_plane");
     }
     finalize<<<blocks_of(finalize), 256, 0, s>>>(p, block->ww.data(), n, a, reinterpret_cast<float2*>(out->vis.data()));
     device::check_launch("degrid.wstack: finalize");
-    keep_until(stream.record(), {&grid, &acc, &scratch, &taps, &corr, &range_dev});
+    keep_until(stream.record(), {&grid, &cols, &image_t, &acc, &scratch, &taps, &corr, &range_dev});
     const double W = p.support;
     ctx.add_work({.visibilities = double(n), .updates = double(n) * W * W * W});
     ctx.emit(out_vis, out);
@@ -155,7 +181,7 @@ class WStackDegridderCuda : public DeclaredStage<decl> {
 
  private:
   std::optional<wstack::Engine> engine_;
-  device::SquarePlan plan_{kWho};
+  wstack::cuda::PrunedFft fft_{kWho};
 };
 
 }  // namespace

@@ -31,8 +31,9 @@ inline const StageDecl<Params> decl{
            "span the block's own |w| range, so each block costs its planes' FFTs: feed large blocks. No "
            "normalisation by weights. The block keeps its order and every other array. Tested against a direct "
            "double-precision DFT (relative L2 error below epsilon) and by <degrid(I), V> = <I, grid(V)>. The cuda "
-           "backend does the same on the device (one wait per block for its |w| range, one thread per visibility, "
-           "cuFFT per plane) and is tested against the cpu backend.",
+           "backend does the same on the device (one wait per block for its |w| and |v| range, one thread per "
+           "visibility, per plane a pruned inverse FFT over the image's columns and the rows the block reads) and "
+           "is tested against the cpu backend.",
     .inputs = {vis, model},
     .outputs = {out_vis},
     .params = {{&Params::epsilon,

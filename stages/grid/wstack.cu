@@ -1,16 +1,21 @@
 // grid.wstack, cuda backend: the cpu backend's method (stages/shared/wstack.hpp) on the device.
 // Each block's u, v, w and weight x visibility are appended to device staging arrays as it
-// arrives (with the weight sum and the |w| range, by atomics). At the end of the stream the range
-// is read back (the plane count is a host loop bound), the visibilities are sorted by first plane
-// (a second wait, for the counts per plane: two per run), and per w-plane: zero the grid, spread
-// the visibilities that touch the plane (one thread each, atomics), cuFFT forward, multiply by the
-// plane's screen and add the real part into a double image (at epsilon 1e-5 and below the grid is
-// accumulated in double, as on the cpu). Last the image-domain factors and 1 / sum of weights.
-// Tested against the cpu backend (tests/gpu_wstack_test.cpp).
+// arrives (with the weight sum, the |w| range and max |v|, reduced per warp). At the end of the
+// stream those are read back (the plane count and the band of grid rows that hold data are host
+// loop bounds), the visibilities are sorted by (first plane, 32 x 32 tile of their first cell),
+// runs of one key with enough visibilities become items, and where each first plane starts comes
+// back (a second wait: two per run). Per w-plane: zero the band, spread the items' visibilities
+// through shared-memory tiles and the others with one global atomic per cell (at epsilon 1e-5 and
+// below into a double band, as on the cpu), the pruned FFT (wstack_cuda.cuh: band rows, then the
+// image's columns only), multiply by the plane's screen and add the real part into a double image.
+// Last the image-domain factors and 1 / sum of weights. Tested against the cpu backend
+// (tests/gpu_wstack_test.cpp).
 #include <cuda_runtime.h>
 #include <cufft.h>
 
 #include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_run_length_encode.cuh>
+#include <cub/device/device_scan.cuh>
 
 #include <algorithm>
 #include <bit>
@@ -34,70 +39,211 @@ namespace {
 
 constexpr char kWho[] = "grid.wstack (cuda)";
 using wstack::cuda::DevicePlan;
+constexpr int kTile = 32;  // cells a side of the sort's tiles
 
-// stats: [sum of weights, bad uvw count]; range: [min |w| bits, max |w| bits] (non-negative
-// floats order as their bit patterns do).
+// stats: [sum of weights, bad uvw count]; range: [min |w| bits, max |w| bits, max |v| bits]
+// (non-negative floats order as their bit patterns do).
 __global__ void append(const float* uu, const float* vv, const float* ww, const float2* vis, const float* weight,
                        std::int64_t n, float* u, float* v, float* w, float2* c, double* stats, unsigned* range) {
+  // Per thread, then per warp, then one atomic per warp (one per visibility contended on 3 words).
+  double sum = 0, bad = 0;
+  unsigned lo = 0x7f800000u, hi = 0, vmax = 0;
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n; i += std::int64_t(gridDim.x) * blockDim.x) {
     const float wt = weight[i];
     u[i] = uu[i], v[i] = vv[i], w[i] = ww[i];
     c[i] = make_float2(vis[i].x * wt, vis[i].y * wt);
-    if (!isfinite(uu[i]) || !isfinite(vv[i]) || !isfinite(ww[i])) atomicAdd(stats + 1, 1.0);
+    if (!isfinite(uu[i]) || !isfinite(vv[i]) || !isfinite(ww[i])) bad += 1;
     if (wt != 0) {
-      atomicAdd(stats, double(wt));
-      const float a = fabsf(ww[i]);
-      const unsigned bits = __float_as_uint(a);
-      atomicMin(range, bits);
-      atomicMax(range + 1, bits);
+      sum += wt;
+      const unsigned bits = __float_as_uint(fabsf(ww[i]));
+      lo = min(lo, bits), hi = max(hi, bits), vmax = max(vmax, __float_as_uint(fabsf(vv[i])));
     }
+  }
+  for (int d = 16; d > 0; d /= 2) {
+    sum += __shfl_down_sync(0xffffffffu, sum, d), bad += __shfl_down_sync(0xffffffffu, bad, d);
+    lo = min(lo, __shfl_down_sync(0xffffffffu, lo, d)), hi = max(hi, __shfl_down_sync(0xffffffffu, hi, d));
+    vmax = max(vmax, __shfl_down_sync(0xffffffffu, vmax, d));
+  }
+  if (threadIdx.x % 32 == 0) {
+    if (sum != 0) atomicAdd(stats, sum);
+    if (bad != 0) atomicAdd(stats + 1, bad);
+    atomicMin(range, lo), atomicMax(range + 1, hi), atomicMax(range + 2, vmax);
   }
 }
 
-// Each visibility's first plane (the sort key), its index, and the count per first plane.
-__global__ void first_planes(DevicePlan p, const float* w, std::int64_t n, std::int32_t* key, std::int32_t* index,
-                             unsigned* count) {
+// The sort key of each visibility: its first plane, then the kTile x kTile tile of the grid (in
+// the centred layout of wstack_cuda.cuh) that holds its first cell, so that the visibilities of
+// one tile can be gridded together; and its index.
+__global__ void sort_keys(DevicePlan p, int tiles_side, const float* u, const float* v, const float* w, std::int64_t n,
+                          std::uint32_t* key, std::int32_t* index) {
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n; i += std::int64_t(gridDim.x) * blockDim.x) {
+    const bool flip = w[i] < 0;
     const double s = (fabs(double(w[i])) - p.w0) / p.dw;
     int p0 = int(ceil(s - p.support / 2.0));
     p0 = p0 < 0 ? 0 : (p0 > p.planes - p.support ? p.planes - p.support : p0);
-    key[i] = p0;
+    const double gu = (flip ? -double(u[i]) : double(u[i])) * p.scale, gv = (flip ? -double(v[i]) : double(v[i])) * p.scale;
+    const int row = wstack::cuda::wrap(int(ceil(gv - p.support / 2.0)) + p.ng / 2, p.ng);
+    const int col = wstack::cuda::wrap(int(ceil(gu - p.support / 2.0)) + p.ng / 2, p.ng);
+    key[i] = std::uint32_t(p0) * std::uint32_t(tiles_side * tiles_side) + std::uint32_t((row / kTile) * tiles_side + col / kTile);
     index[i] = std::int32_t(i);
-    atomicAdd(count + p0, 1u);
   }
 }
 
-// T: float or double, the precision of the grid's accumulation (Engine's double_grid).
-// Visibilities order[first .. first + n), those whose first plane is within W - 1 of `plane`.
-template <class T>
-__global__ void grid_plane(DevicePlan p, int plane, const float* u, const float* v, const float* w, const float2* c,
-                           const std::int32_t* order, std::int64_t first, std::int64_t n, T* grid) {
+__device__ inline std::uint32_t key_of(std::uint32_t key) { return key; }
+
+// first[k] = the first of the n sorted keys at or above k * tiles (k = 0 .. planes): where each
+// first plane's visibilities (or items) start.
+template <class K>
+__global__ void plane_starts(const K* sorted, std::int64_t n, int planes, std::uint32_t tiles, std::int64_t* first) {
+  for (int k = blockIdx.x * blockDim.x + threadIdx.x; k <= planes; k += gridDim.x * blockDim.x) {
+    const std::uint64_t target = std::uint64_t(k) * tiles;
+    std::int64_t a = 0, b = n;
+    while (a < b) {
+      const std::int64_t m = (a + b) / 2;
+      if (std::uint64_t(key_of(sorted[m])) < target) a = m + 1;
+      else b = m;
+    }
+    first[k] = a;
+  }
+}
+
+// The visibilities in sorted order, flipped to w >= 0 (u, v and the visibility's imaginary part
+// negated where w < 0).
+__global__ void permute(const std::int32_t* order, const float* u, const float* v, const float* w, const float2* c,
+                        std::int64_t n, float* su, float* sv, float* sw, float2* sc) {
   for (std::int64_t j = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; j < n; j += std::int64_t(gridDim.x) * blockDim.x) {
-    const std::int64_t i = order[first + j];
-    const float2 ci = c[i];
-    if (ci.x == 0 && ci.y == 0) continue;
+    const std::int32_t i = order[j];
     const bool flip = w[i] < 0;
-    const double aw = fabs(double(w[i]));
-    const double kw = wstack::cuda::plane_weight(p, aw, plane);
-    if (kw == 0) continue;
-    const double gu = (flip ? -double(u[i]) : double(u[i])) * p.scale, gv = (flip ? -double(v[i]) : double(v[i])) * p.scale;
-    // conj when flipped, times exp(-2 pi i |w| t0), times the w-kernel.
-    double sn, cs;
-    sincospi(-2 * aw * p.t0, &sn, &cs);
-    const double cr = ci.x, cim = flip ? -ci.y : ci.y;
-    const double re = (cr * cs - cim * sn) * kw, im = (cr * sn + cim * cs) * kw;
-    double ku[es::kMaxSupport], kv[es::kMaxSupport];
-    const int fu = wstack::cuda::axis_taps(p, gu, ku), fv = wstack::cuda::axis_taps(p, gv, kv);
-    for (int j = 0; j < p.support; ++j) {
-      T* row = grid + 2 * std::int64_t(wstack::cuda::wrap(fv + j, p.ng)) * p.ng;
-      for (int k = 0; k < p.support; ++k) {
-        const double f = kv[j] * ku[k];
-        T* cell = row + 2 * wstack::cuda::wrap(fu + k, p.ng);
-        atomicAdd(cell, T(re * f));
-        atomicAdd(cell + 1, T(im * f));
+    su[j] = flip ? -u[i] : u[i], sv[j] = flip ? -v[i] : v[i], sw[j] = fabsf(w[i]);
+    sc[j] = flip ? make_float2(c[i].x, -c[i].y) : c[i];
+  }
+}
+
+__device__ inline void add_cell(float* cell, double re, double im) { atomicAdd(reinterpret_cast<float2*>(cell), make_float2(float(re), float(im))); }
+__device__ inline void add_cell(double* cell, double re, double im) { atomicAdd(cell, re), atomicAdd(cell + 1, im); }
+
+// One sorted visibility's part in `plane`: its value times exp(-2 pi i |w| t0) and the w-kernel,
+// its first cells (u, v: unwrapped) and the taps. False when it adds nothing to the plane.
+struct Spread {
+  double re, im;
+  int fu, fv;
+  double ku[es::kMaxSupport], kv[es::kMaxSupport];
+};
+__device__ inline bool prepare(const DevicePlan& p, int plane, float u, float v, float w, float2 c, Spread& s) {
+  if (c.x == 0 && c.y == 0) return false;
+  const double kw = wstack::cuda::plane_weight(p, w, plane);
+  if (kw == 0) return false;
+  double sn, cs;
+  sincospi(-2 * double(w) * p.t0, &sn, &cs);
+  s.re = (c.x * cs - c.y * sn) * kw, s.im = (c.x * sn + c.y * cs) * kw;
+  s.fu = wstack::cuda::axis_taps(p, double(u) * p.scale, s.ku), s.fv = wstack::cuda::axis_taps(p, double(v) * p.scale, s.kv);
+  return true;
+}
+
+// A chunk of at most kChunk sorted visibilities sharing one key (first plane, tile).
+struct Item {
+  std::int32_t start, count;
+  std::uint32_t key;
+};
+__device__ inline std::uint32_t key_of(const Item& item) { return item.key; }
+constexpr int kChunk = 2048;
+
+// T: float or double, the precision of the grid's accumulation (Engine's double_grid). One block
+// per item: its visibilities are spread into the tile (and the W cells beyond it) in shared
+// memory, and the tile's non-zero cells added to the band of rows starting at grid row `lo`
+// (`band` points at that row) with one atomic each. A visibility whose first cell is not in the
+// tile (rounding at a cell boundary may put it one cell off) goes to the band directly.
+template <class T>
+__global__ void grid_tiles(DevicePlan p, int plane, int lo, int tiles_side, const Item* items, const float* u, const float* v,
+                           const float* w, const float2* c, T* band) {
+  extern __shared__ unsigned char shared[];
+  T* tile = reinterpret_cast<T*>(shared);
+  const int side = kTile + p.support, half = p.ng / 2;
+  const Item it = items[blockIdx.x];
+  const std::uint32_t t = it.key % std::uint32_t(tiles_side * tiles_side);
+  const int row0 = int(t / tiles_side) * kTile, col0 = int(t % tiles_side) * kTile;
+  for (int k = threadIdx.x; k < 2 * side * side; k += blockDim.x) tile[k] = 0;
+  __syncthreads();
+  for (int j = threadIdx.x; j < it.count; j += blockDim.x) {
+    const std::int64_t i = it.start + j;
+    Spread sp;
+    if (!prepare(p, plane, u[i], v[i], w[i], c[i], sp)) continue;
+    const int r = wstack::cuda::wrap(sp.fv + half, p.ng) - row0, q = wstack::cuda::wrap(sp.fu + half, p.ng) - col0;
+    const bool inside = r >= 0 && r <= kTile && q >= 0 && q <= kTile;
+    for (int a = 0; a < p.support; ++a) {
+      const double sa = (sp.fv + a + sp.fu) & 1 ? -sp.kv[a] : sp.kv[a];
+      for (int b = 0; b < p.support; ++b) {
+        const double f = (b & 1 ? -sa : sa) * sp.ku[b];
+        if (inside) {
+          T* cell = tile + 2 * ((r + a) * side + q + b);
+          atomicAdd(cell, T(sp.re * f)), atomicAdd(cell + 1, T(sp.im * f));
+        } else {
+          add_cell(band + 2 * (std::int64_t(wstack::cuda::wrap(sp.fv + a + half, p.ng) - lo) * p.ng +
+                               wstack::cuda::wrap(sp.fu + b + half, p.ng)),
+                   sp.re * f, sp.im * f);
+        }
       }
     }
   }
+  __syncthreads();
+  for (int k = threadIdx.x; k < side * side; k += blockDim.x) {
+    const T re = tile[2 * k], im = tile[2 * k + 1];
+    if (re == 0 && im == 0) continue;
+    const int row = wstack::cuda::wrap(row0 + k / side, p.ng), col = wstack::cuda::wrap(col0 + k % side, p.ng);
+    add_cell(band + 2 * (std::int64_t(row - lo) * p.ng + col), re, im);
+  }
+}
+
+// The visibilities of sorted positions [first, first + n) that no item holds (too few share their
+// key for a tile to pay), one thread each, straight into the band.
+template <class T>
+__global__ void grid_sparse(DevicePlan p, int plane, int lo, const float* u, const float* v, const float* w, const float2* c,
+                            const std::uint8_t* tiled, std::int64_t first, std::int64_t n, T* band) {
+  const int half = p.ng / 2;
+  for (std::int64_t j = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; j < n; j += std::int64_t(gridDim.x) * blockDim.x) {
+    const std::int64_t i = first + j;
+    Spread sp;
+    if (tiled[i] || !prepare(p, plane, u[i], v[i], w[i], c[i], sp)) continue;
+    for (int a = 0; a < p.support; ++a) {
+      T* row = band + 2 * std::int64_t(wstack::cuda::wrap(sp.fv + a + half, p.ng) - lo) * p.ng;
+      const double sa = (sp.fv + a + sp.fu) & 1 ? -sp.kv[a] : sp.kv[a];
+      for (int b = 0; b < p.support; ++b) {
+        const double f = (b & 1 ? -sa : sa) * sp.ku[b];
+        add_cell(row + 2 * wstack::cuda::wrap(sp.fu + b + half, p.ng), sp.re * f, sp.im * f);
+      }
+    }
+  }
+}
+
+// Items from the runs of equal keys (cub's run-length encoding: run r holds `length[r]` sorted
+// visibilities from `run_start[r]`): a run of at least `dense` visibilities becomes
+// ceil(length / kChunk) items from `item_start[r]` on (so items come in key order).
+__global__ void make_items(const std::uint32_t* run_key, const std::int32_t* length, const std::int32_t* run_start,
+                           const std::int32_t* item_start, const std::int32_t* runs, std::int32_t dense, Item* items) {
+  for (std::int64_t r = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; r < *runs; r += std::int64_t(gridDim.x) * blockDim.x) {
+    const std::int32_t len = length[r];
+    if (len < dense) continue;
+    const std::int32_t chunks = (len + kChunk - 1) / kChunk;
+    for (std::int32_t k = 0; k < chunks; ++k)
+      items[item_start[r] + k] = Item{run_start[r] + k * kChunk, min(kChunk, len - k * kChunk), run_key[r]};
+  }
+}
+
+// Marks the items' visibilities `tiled` (one block per item at a time; items past the last have
+// the key with all bits set).
+__global__ void mark_tiled(const Item* items, std::int64_t max_items, std::uint8_t* tiled) {
+  for (std::int64_t k = blockIdx.x; k < max_items; k += gridDim.x) {
+    const Item it = items[k];
+    if (it.key == 0xffffffffu) return;
+    for (int j = threadIdx.x; j < it.count; j += blockDim.x) tiled[it.start + j] = 1;
+  }
+}
+
+// Per run: its item count (0 for runs below `dense`), for the scan that places the items.
+__global__ void item_counts(const std::int32_t* length, const std::int32_t* runs, std::int32_t dense, std::int32_t* chunks,
+                            std::int64_t n) {
+  for (std::int64_t r = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; r < n; r += std::int64_t(gridDim.x) * blockDim.x)
+    chunks[r] = r < *runs && length[r] >= dense ? (length[r] + kChunk - 1) / kChunk : 0;
 }
 
 __global__ void to_single(const double* in, std::int64_t n, float* out) {
@@ -105,23 +251,30 @@ __global__ void to_single(const double* in, std::int64_t n, float* out) {
     out[i] = float(in[i]);
 }
 
-__global__ void accumulate(DevicePlan p, int plane, const float2* grid, double* acc) {
+// The plane's transform (the image's columns: n x ng, wstack_cuda.cuh's PrunedFft) times its
+// screen, added into the double image, stored transposed as the columns are: acc[j][y] for pixel
+// x = n - 1 - j (X = j - n/2 + 1), so that both are read along their rows.
+__global__ void accumulate(DevicePlan p, int plane, const float2* cols, double* acc) {
   const std::int64_t total = std::int64_t(p.n) * p.n;
   const double wp = p.w0 + plane * p.dw;
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < total; i += std::int64_t(gridDim.x) * blockDim.x) {
-    const int x = int(i % p.n), y = int(i / p.n), X = p.n / 2 - x, Y = y - p.n / 2;
+    const int j = int(i / p.n), y = int(i % p.n), X = j - p.n / 2 + 1, Y = y - p.n / 2;
     double sn, cs;
     sincospi(-2 * wp * wstack::cuda::screen_rate(p, X, Y), &sn, &cs);
-    const float2 f = grid[std::int64_t(wstack::cuda::wrap(Y, p.ng)) * p.ng + wstack::cuda::wrap(X, p.ng)];
-    acc[i] += cs * f.x - sn * f.y;
+    const float2 f = cols[std::int64_t(j) * p.ng + Y + p.ng / 2];
+    const double v = cs * f.x - sn * f.y;
+    acc[i] += (X + Y) & 1 ? -v : v;
   }
 }
 
+// The image [y][x] from the transposed sum, its image-domain factors and 1 / sum of weights.
 __global__ void finalize(DevicePlan p, const double* acc, const double* stats, float* out) {
   const std::int64_t total = std::int64_t(p.n) * p.n;
   const double inv = 1 / stats[0];
-  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < total; i += std::int64_t(gridDim.x) * blockDim.x)
-    out[i] = float(acc[i] * wstack::cuda::correction(p, int(i % p.n), int(i / p.n)) * inv);
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < total; i += std::int64_t(gridDim.x) * blockDim.x) {
+    const int x = int(i % p.n), y = int(i / p.n);
+    out[i] = float(acc[std::int64_t(p.n - 1 - x) * p.n + y] * wstack::cuda::correction(p, x, y) * inv);
+  }
 }
 
 void cuda_check(cudaError_t e, const char* what) { device::check(e, kWho, what); }
@@ -145,8 +298,8 @@ class WStackGridderCuda : public DeclaredStage<decl> {
     if (stats_.empty()) {
       stats_ = Array<double>::device(2, stream);
       device::memset_zero(stats_.data(), stats_.bytes(), stream);
-      range_ = Array<unsigned>::device(2, stream);
-      const unsigned init[2] = {0x7f800000u, 0u};  // +inf, 0
+      range_ = Array<unsigned>::device(3, stream);
+      const unsigned init[3] = {0x7f800000u, 0u, 0u};  // +inf, 0, 0
       device::copy(range_.data(), init, sizeof init, device::Copy::host_to_device, stream);
     }
     const std::size_t m = block->size();
@@ -165,70 +318,123 @@ class WStackGridderCuda : public DeclaredStage<decl> {
     const device::Stream& stream = ctx.stream();
     auto s = static_cast<cudaStream_t>(stream.native());
     double stats[2];
-    unsigned range[2];
+    unsigned range[3];
     device::copy(stats, stats_.data(), sizeof stats, device::Copy::device_to_host, stream);
     device::copy(range, range_.data(), sizeof range, device::Copy::device_to_host, stream);
     stream.synchronize();
     if (stats[1] > 0) throw InputError("grid.wstack: " + std::to_string(std::int64_t(stats[1])) + " visibilities have non-finite uvw");
     if (!(stats[0] > 0)) throw std::runtime_error("grid.wstack: the weights sum to 0: no visibility was gridded");
-    float wlo, whi;
-    std::memcpy(&wlo, &range[0], sizeof wlo);
-    std::memcpy(&whi, &range[1], sizeof whi);
+    float lim[3];
+    std::memcpy(lim, range, sizeof lim);
     const wstack::Engine& e = *engine_;
-    const wstack::Planes pl = e.planes(wlo, whi);
+    const wstack::Planes pl = e.planes(lim[0], lim[1]);
     Array<double> taps, corr;
     const DevicePlan p = wstack::cuda::make_plan(e, pl, stream, taps, corr);
-    // Sort by first plane so that each plane's kernel reads only the visibilities that touch it
-    // (the counts come back with the run's second and last wait).
+    const wstack::cuda::Band band = wstack::cuda::band_of(p, lim[2]);
+    // Sort by (first plane, tile) so that each plane's kernels read only the visibilities that
+    // touch it, and the visibilities of one tile can share a shared-memory tile.
     const std::int64_t n = std::int64_t(n_);
-    auto key_a = Array<std::int32_t>::device(n_, stream), key_b = Array<std::int32_t>::device(n_, stream);
+    const int tiles_side = (p.ng + kTile - 1) / kTile;
+    auto key_a = Array<std::uint32_t>::device(n_, stream), key_b = Array<std::uint32_t>::device(n_, stream);
     auto ord_a = Array<std::int32_t>::device(n_, stream), ord_b = Array<std::int32_t>::device(n_, stream);
-    auto counts = Array<unsigned>::device(pl.count, stream);
-    device::memset_zero(counts.data(), counts.bytes(), stream);
-    first_planes<<<blocks_of(first_planes), 256, 0, s>>>(p, w_.data(), n, key_a.data(), ord_a.data(), counts.data());
-    device::check_launch("grid.wstack: first_planes");
-    cub::DoubleBuffer<std::int32_t> keys(key_a.data(), key_b.data()), order(ord_a.data(), ord_b.data());
-    const int end_bit = std::max(1, int(std::bit_width(unsigned(pl.count))));
+    sort_keys<<<blocks_of(sort_keys), 256, 0, s>>>(p, tiles_side, u_.data(), v_.data(), w_.data(), n, key_a.data(), ord_a.data());
+    device::check_launch("grid.wstack: sort_keys");
+    cub::DoubleBuffer<std::uint32_t> keys(key_a.data(), key_b.data());
+    cub::DoubleBuffer<std::int32_t> order(ord_a.data(), ord_b.data());
+    const int end_bit = std::max(1, int(std::bit_width(std::uint64_t(pl.count) * tiles_side * tiles_side)));
+    if (end_bit > 32) throw InputError("grid.wstack: " + std::to_string(pl.count) + " w-planes of a " + std::to_string(p.ng) +
+                                       "^2 grid: too many to sort (raise cell_arcsec or lower image_size)");
     std::size_t sort_bytes = 0;
     cuda_check(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, keys, order, n, 0, end_bit, s), "sort size");
     auto sort_temp = Array<std::uint8_t>::device(std::max<std::size_t>(sort_bytes, 1), stream);
     cuda_check(cub::DeviceRadixSort::SortPairs(sort_temp.data(), sort_bytes, keys, order, n, 0, end_bit, s), "sort");
-    std::vector<unsigned> count(pl.count);
-    device::copy(count.data(), counts.data(), counts.bytes(), device::Copy::device_to_host, stream);
-    stream.synchronize();
-    std::vector<std::int64_t> start(pl.count + 1, 0);
-    for (int k = 0; k < pl.count; ++k) start[k + 1] = start[k] + count[k];
-
-    const std::size_t cells = std::size_t(p.ng) * p.ng, pixels = std::size_t(p.n) * p.n;
-    auto grid = Array<cfloat>::device(cells, stream);
+    auto su = Array<float>::device(n_, stream), sv = Array<float>::device(n_, stream), sw = Array<float>::device(n_, stream);
+    auto sc = Array<cfloat>::device(n_, stream);
+    auto* c = reinterpret_cast<float2*>(sc.data());
+    permute<<<blocks_of(permute), 256, 0, s>>>(order.Current(), u_.data(), v_.data(), w_.data(),
+                                               reinterpret_cast<const float2*>(c_.data()), n, su.data(), sv.data(), sw.data(), c);
+    device::check_launch("grid.wstack: permute");
+    // Items: the runs of one key with enough visibilities for a shared-memory tile to pay (its
+    // (kTile + W)^2 cells flushed against W^2 atomics per visibility), in chunks of kChunk.
+    const int W = p.support;
+    const std::int32_t dense = std::max(2, (kTile + W) * (kTile + W) / (W * W));
+    auto run_key = Array<std::uint32_t>::device(n_, stream);
+    auto run_len = Array<std::int32_t>::device(n_, stream), run_start = Array<std::int32_t>::device(n_, stream);
+    auto item_start = Array<std::int32_t>::device(n_, stream), runs = Array<std::int32_t>::device(1, stream);
+    device::memset_zero(run_len.data(), run_len.bytes(), stream);
+    std::size_t rle_bytes = 0, scan_bytes = 0;
+    cuda_check(cub::DeviceRunLengthEncode::Encode(nullptr, rle_bytes, keys.Current(), run_key.data(), run_len.data(), runs.data(), n, s),
+               "run-length size");
+    cuda_check(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, run_len.data(), run_start.data(), n, s), "scan size");
+    auto temp = Array<std::uint8_t>::device(std::max<std::size_t>({rle_bytes, scan_bytes, 1}), stream);
+    cuda_check(cub::DeviceRunLengthEncode::Encode(temp.data(), rle_bytes, keys.Current(), run_key.data(), run_len.data(), runs.data(), n, s),
+               "run-length encoding");
+    cuda_check(cub::DeviceScan::ExclusiveSum(temp.data(), scan_bytes, run_len.data(), run_start.data(), n, s), "scan");
+    // key_b (no longer needed by the sort) holds the item counts per run.
+    auto* chunks = reinterpret_cast<std::int32_t*>(keys.Alternate());
+    item_counts<<<blocks_of(item_counts), 256, 0, s>>>(run_len.data(), runs.data(), dense, chunks, n);
+    device::check_launch("grid.wstack: item_counts");
+    cuda_check(cub::DeviceScan::ExclusiveSum(temp.data(), scan_bytes, chunks, item_start.data(), n, s), "scan");
+    // Items past the last have the largest key (all bits set), which plane_starts relies on.
+    const std::size_t max_items = std::size_t(2 * n / dense + 1);
+    auto items = Array<std::uint8_t>::device(sizeof(Item) * max_items, stream);
+    cuda_check(cudaMemsetAsync(items.data(), 0xff, items.bytes(), s), "cudaMemsetAsync");
+    auto tiled = Array<std::uint8_t>::device(n_, stream);
+    device::memset_zero(tiled.data(), tiled.bytes(), stream);
+    auto* item = reinterpret_cast<Item*>(items.data());
+    make_items<<<blocks_of(make_items), 256, 0, s>>>(run_key.data(), run_len.data(), run_start.data(), item_start.data(), runs.data(),
+                                                     dense, item);
+    device::check_launch("grid.wstack: make_items");
+    mark_tiled<<<blocks_of(mark_tiled), 256, 0, s>>>(item, std::int64_t(max_items), tiled.data());
+    device::check_launch("grid.wstack: mark_tiled");
+    // Where each first plane's visibilities and items start: back with the run's second and last wait.
+    const std::uint32_t tiles = std::uint32_t(tiles_side * tiles_side);
+    auto starts = Array<std::int64_t>::device(2 * std::size_t(pl.count + 1), stream);
+    plane_starts<<<(pl.count + 256) / 256, 256, 0, s>>>(keys.Current(), n, pl.count, tiles, starts.data());
+    plane_starts<<<(pl.count + 256) / 256, 256, 0, s>>>(item, std::int64_t(max_items), pl.count, tiles, starts.data() + pl.count + 1);
+    device::check_launch("grid.wstack: plane_starts");
+    // Only the band's rows of the grid exist (the others hold no data), zeroed per plane. Allocated
+    // and planned before the wait, so that the host's share overlaps the sort.
+    const std::size_t band_cells = std::size_t(band.rows) * p.ng, pixels = std::size_t(p.n) * p.n;
+    auto grid = Array<cfloat>::device(band_cells, stream);
+    auto cols = Array<cfloat>::device(std::size_t(p.ng) * p.n, stream);
     auto acc = Array<double>::device(pixels, stream);
     device::memset_zero(acc.data(), acc.bytes(), stream);
-    plan_.ensure(p.ng);
-    device::check_cufft(cufftSetStream(plan_.get(), s), kWho, "cufftSetStream");
-    auto scratch = Array<std::uint8_t>::device(std::max<std::size_t>(plan_.work_bytes(), 1), stream);
-    device::check_cufft(cufftSetWorkArea(plan_.get(), scratch.data()), kWho, "cufftSetWorkArea");
-    auto* g = reinterpret_cast<float2*>(grid.data());
+    fft_.ensure(p.ng, p.n, band.rows);
+    auto scratch = Array<std::uint8_t>::device(fft_.work_bytes(), stream);
+    fft_.bind(s, scratch.data());
+    auto* gb = reinterpret_cast<float2*>(grid.data());
     const bool dbl = e.options().double_grid;
-    auto dgrid = Array<double>::device(dbl ? 2 * cells : 0, stream);
-    const auto* c = reinterpret_cast<const float2*>(c_.data());
+    auto dgrid = Array<double>::device(dbl ? 2 * band_cells : 0, stream);
+    std::vector<std::int64_t> start(2 * std::size_t(pl.count + 1));
+    device::copy(start.data(), starts.data(), starts.bytes(), device::Copy::device_to_host, stream);
+    stream.synchronize();
+    const std::int64_t* istart = start.data() + pl.count + 1;
     for (int plane = 0; plane < pl.count; ++plane) {
-      const std::int64_t first = start[std::max(0, plane - p.support + 1)], count_p = start[std::min(plane, pl.count - p.support) + 1] - first;
+      const int lo_p0 = std::max(0, plane - W + 1), hi_p0 = std::min(plane, pl.count - W) + 1;
+      const std::int64_t first = start[lo_p0], count_p = start[hi_p0] - first;
+      const std::int64_t first_item = istart[lo_p0], items_p = istart[hi_p0] - first_item;
+      const auto spread = [&]<class T>(T* target) {
+        const std::size_t shm = 2 * sizeof(T) * (kTile + W) * (kTile + W);
+        if (items_p > 0)
+          grid_tiles<T><<<unsigned(items_p), 256, shm, s>>>(p, plane, band.lo, tiles_side, item + first_item, su.data(), sv.data(),
+                                                           sw.data(), c, target);
+        device::check_launch("grid.wstack: grid_tiles");
+        grid_sparse<T><<<blocks_of(grid_sparse<T>), 256, 0, s>>>(p, plane, band.lo, su.data(), sv.data(), sw.data(), c,
+                                                                tiled.data(), first, count_p, target);
+        device::check_launch("grid.wstack: grid_sparse");
+      };
       if (dbl) {
         device::memset_zero(dgrid.data(), dgrid.bytes(), stream);
-        grid_plane<<<blocks_of(grid_plane<double>), 256, 0, s>>>(p, plane, u_.data(), v_.data(), w_.data(), c,
-                                                                 order.Current(), first, count_p, dgrid.data());
-        device::check_launch("grid.wstack: grid_plane");
-        to_single<<<blocks_of(to_single), 256, 0, s>>>(dgrid.data(), std::int64_t(2 * cells), reinterpret_cast<float*>(g));
+        spread(dgrid.data());
+        to_single<<<blocks_of(to_single), 256, 0, s>>>(dgrid.data(), std::int64_t(2 * band_cells), reinterpret_cast<float*>(gb));
         device::check_launch("grid.wstack: to_single");
       } else {
-        device::memset_zero(grid.data(), grid.bytes(), stream);
-        grid_plane<<<blocks_of(grid_plane<float>), 256, 0, s>>>(p, plane, u_.data(), v_.data(), w_.data(), c,
-                                                                order.Current(), first, count_p, reinterpret_cast<float*>(g));
-        device::check_launch("grid.wstack: grid_plane");
+        device::memset_zero(gb, band_cells * sizeof(cfloat), stream);
+        spread(reinterpret_cast<float*>(gb));
       }
-      auto* cg = reinterpret_cast<cufftComplex*>(g);
-      device::check_cufft(cufftExecC2C(plan_.get(), cg, cg, CUFFT_FORWARD), kWho, "cufftExecC2C");
-      accumulate<<<blocks_of(accumulate), 256, 0, s>>>(p, plane, g, acc.data());
+      fft_.forward(gb, band.lo, reinterpret_cast<float2*>(cols.data()));
+      accumulate<<<blocks_of(accumulate), 256, 0, s>>>(p, plane, reinterpret_cast<const float2*>(cols.data()), acc.data());
       device::check_launch("grid.wstack: accumulate");
     }
     auto img = std::make_shared<Image>();
@@ -236,9 +442,10 @@ class WStackGridderCuda : public DeclaredStage<decl> {
     img->pixels = Array<float>::device(pixels, stream);
     finalize<<<blocks_of(finalize), 256, 0, s>>>(p, acc.data(), stats_.data(), img->pixels.data());
     device::check_launch("grid.wstack: finalize");
-    keep_until(stream.record(), {&key_a, &key_b, &ord_a, &ord_b, &counts, &sort_temp, &grid, &dgrid, &acc, &scratch, &taps, &corr, &u_, &v_, &w_, &c_, &stats_});
+    keep_until(stream.record(), {&key_a, &key_b, &ord_a, &ord_b, &sort_temp, &run_key, &run_len, &run_start, &item_start, &runs, &temp, &items,
+                                 &tiled, &starts, &su, &sv, &sw, &sc, &grid, &cols, &dgrid,
+                                 &acc, &scratch, &taps, &corr, &u_, &v_, &w_, &c_, &stats_});
     img->wcs = sky_wcs(*obs_, e.options().cell_rad);
-    const double W = p.support;
     ctx.add_work({.visibilities = double(n_), .updates = double(n_) * W * W * W});
     ctx.emit(image, img);
   }
@@ -265,7 +472,7 @@ class WStackGridderCuda : public DeclaredStage<decl> {
   Array<double> stats_;
   Array<unsigned> range_;
   std::size_t n_ = 0, cap_ = 0;
-  device::SquarePlan plan_{kWho};
+  wstack::cuda::PrunedFft fft_{kWho};
 };
 
 }  // namespace

@@ -36,9 +36,10 @@ inline const StageDecl<Params> decl{
            "arrive (their tokens are released) and imaged when the stream ends. Tested against a direct "
            "double-precision DFT on random skies over the whole field, edge included, narrow and wide fields: "
            "relative L2 error below epsilon for epsilon 1e-2 to 1e-5 (bench/results/wstack_accuracy.md), and "
-           "as the exact adjoint of degrid.wstack. The cuda backend does the same on the device (staging arrays, one "
-           "thread per visibility with atomics, cuFFT per plane, one wait for the |w| range at the end) and is "
-           "tested against the cpu backend.",
+           "as the exact adjoint of degrid.wstack. The cuda backend does the same on the device (staging arrays; at the end "
+           "of the stream visibilities sorted by plane and tile, dense tiles spread through shared memory, the "
+           "others by global atomics; per plane a pruned FFT of two batched 1-D cuFFT passes, over the rows "
+           "holding data and the image's columns; two waits per run) and is tested against the cpu backend.",
     .inputs = {vis},
     .outputs = {image},
     .params = {{&Params::image_size, {.name = "image_size", .min = 2, .max = 65536, .doc = "image pixels a side (even)"}},

@@ -4,11 +4,16 @@
 #pragma once
 
 #include <cuda_runtime.h>
+#include <cufft.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "runtime/buffer.hpp"
+#include "runtime/cuda_check.hpp"
+#include "runtime/cufft_plan.hpp"
 #include "stages/shared/es_kernel.hpp"
 #include "stages/shared/wstack.hpp"
 
@@ -88,5 +93,121 @@ __device__ inline double correction(const DevicePlan& p, int x, int y) {
          es::Correction::interp(p.corr, p.corr_n, p.corr_step, double(Y) / p.ng) *
          es::Correction::interp(p.corr, p.corr_n, p.corr_step, p.dw * screen_rate(p, X, Y));
 }
+
+// The grid layout of both backends: the cell of v-cell a and u-cell b is stored at row
+// wrap(a + ng/2), column wrap(b + ng/2), multiplied by (-1)^(a + b). Shifting the input by ng/2
+// multiplies the FFT's output k by (-1)^k, and the (-1)^(a + b) shifts the output by ng/2, so the
+// 2-D FFT puts pixel offset (X, Y) at row Y + ng/2, column X + ng/2, times (-1)^(X + Y) (ng is
+// even). The rows holding data (|v| <= max|v|) and the image's columns are then contiguous bands,
+// which the pruned transform (PrunedFft below) is limited to.
+
+// The rows [lo, lo + rows) that visibilities with |v| <= max_abs_v touch (all when they wrap),
+// rounded up to a multiple of 64 so that plans are reused across blocks of similar extent.
+struct Band {
+  int lo = 0, rows = 0;
+};
+inline Band band_of(const DevicePlan& p, double max_abs_v) {
+  const double reach = max_abs_v * p.scale + p.support / 2.0 + 2;
+  const double need = 2 * reach + 3;
+  if (!(need < p.ng)) return {0, p.ng};
+  const int rows = std::min(p.ng, (int(need) + 64) / 64 * 64);
+  return {(p.ng - rows) / 2, rows};
+}
+
+// The image's columns of the band's rows, transposed: cols[j][r] = band[r - lo][first + j] for the
+// grid rows r in [lo, lo + rows) (band: rows x ng, its row 0 being grid row lo), 0 for the other
+// rows (cols: n x ng). 32 x 32 tiles through
+// shared memory, so that both sides are read and written along their rows.
+__global__ inline void band_to_columns(const float2* band, int ng, int n, int first, int lo, int rows, float2* cols) {
+  __shared__ float2 tile[32][33];
+  const int j0 = blockIdx.x * 32, r0 = blockIdx.y * 32;
+  for (int k = threadIdx.y; k < 32; k += blockDim.y) {
+    const int r = r0 + k, j = j0 + threadIdx.x;
+    tile[k][threadIdx.x] = r >= lo && r < lo + rows && j < n ? band[std::int64_t(r - lo) * ng + first + j] : make_float2(0, 0);
+  }
+  __syncthreads();
+  for (int k = threadIdx.y; k < 32; k += blockDim.y) {
+    const int j = j0 + k, r = r0 + threadIdx.x;
+    if (j < n && r < ng) cols[std::int64_t(j) * ng + r] = tile[threadIdx.x][k];
+  }
+}
+
+// Its transpose: band[r - lo][first + j] = cols[j][r] for the band's rows.
+__global__ inline void columns_to_band(const float2* cols, int ng, int n, int first, int lo, int rows, float2* band) {
+  __shared__ float2 tile[32][33];
+  const int j0 = blockIdx.x * 32, r0 = lo + blockIdx.y * 32;
+  for (int k = threadIdx.y; k < 32; k += blockDim.y) {
+    const int j = j0 + k, r = r0 + threadIdx.x;
+    if (j < n && r < lo + rows) tile[k][threadIdx.x] = cols[std::int64_t(j) * ng + r];
+  }
+  __syncthreads();
+  for (int k = threadIdx.y; k < 32; k += blockDim.y) {
+    const int r = r0 + k, j = j0 + threadIdx.x;
+    if (j < n && r < lo + rows) band[std::int64_t(r - lo) * ng + first + j] = tile[threadIdx.x][k];
+  }
+}
+
+// The pruned 2-D transform of one plane on the layout above, as two batched, contiguous, in-place
+// 1-D cuFFT calls (a strided column transform took as long as the whole 2-D one) and a transpose.
+// Only the band's rows of the grid exist (`band`, rows x ng, its row 0 being grid row lo): the other rows hold no data (gridding)
+// and are read by no visibility (degridding). Forward (grid.wstack): the band's rows, then the
+// image's n columns, transposed into `cols` (n x ng, column j of the image's being grid column
+// first_column() + j). Inverse (degrid.wstack, the adjoint): `cols` is transformed, its band part
+// transposed into `band` (zeroed first: the other columns must be zero), and the band's rows
+// transformed. Plans are remade only when the sizes change; their work area is the caller's.
+class PrunedFft {
+ public:
+  explicit PrunedFft(const char* who) : who_(who) {}
+  void ensure(int ng, int n, int rows) {
+    if (ng == ng_ && n == n_ && rows == rows_) return;
+    row_.reset(), col_.reset();
+    ng_ = n_ = rows_ = 0;
+    auto row = std::make_unique<device::FftPlan>(who_), col = std::make_unique<device::FftPlan>(who_);
+    int len = ng;
+    std::size_t wr = 0, wc = 0;
+    device::check_cufft(cufftMakePlanMany(row->get(), 1, &len, nullptr, 1, ng, nullptr, 1, ng, CUFFT_C2C, rows, &wr), who_,
+                        "cufftMakePlanMany (rows)");
+    device::check_cufft(cufftMakePlanMany(col->get(), 1, &len, nullptr, 1, ng, nullptr, 1, ng, CUFFT_C2C, n, &wc), who_,
+                        "cufftMakePlanMany (columns)");
+    row_ = std::move(row), col_ = std::move(col);
+    ng_ = ng, n_ = n, rows_ = rows;
+    work_ = std::max<std::size_t>({wr, wc, 1});
+  }
+  std::size_t work_bytes() const { return work_; }
+  void bind(cudaStream_t s, void* work) {
+    s_ = s;
+    for (const auto* plan : {row_.get(), col_.get()}) {
+      device::check_cufft(cufftSetStream(plan->get(), s), who_, "cufftSetStream");
+      device::check_cufft(cufftSetWorkArea(plan->get(), work), who_, "cufftSetWorkArea");
+    }
+  }
+  // The first image column's index in the grid: X = -n/2 + 1 is at column ng/2 - n/2 + 1.
+  int first_column() const { return ng_ / 2 - n_ / 2 + 1; }
+  void forward(float2* band, int lo, float2* cols) const {
+    exec(row_.get(), band, CUFFT_FORWARD);
+    band_to_columns<<<dim3((n_ + 31) / 32, (ng_ + 31) / 32), dim3(32, 8), 0, s_>>>(band, ng_, n_, first_column(), lo, rows_, cols);
+    device::check_launch("w-stacking: band_to_columns");
+    exec(col_.get(), cols, CUFFT_FORWARD);
+  }
+  void inverse(float2* cols, float2* band, int lo) const {
+    exec(col_.get(), cols, CUFFT_INVERSE);
+    check(cudaMemsetAsync(band, 0, std::size_t(rows_) * ng_ * sizeof(float2), s_), "cudaMemsetAsync");
+    columns_to_band<<<dim3((n_ + 31) / 32, (rows_ + 31) / 32), dim3(32, 8), 0, s_>>>(cols, ng_, n_, first_column(), lo, rows_, band);
+    device::check_launch("w-stacking: columns_to_band");
+    exec(row_.get(), band, CUFFT_INVERSE);
+  }
+
+ private:
+  void exec(const device::FftPlan* plan, float2* data, int dir) const {
+    auto* d = reinterpret_cast<cufftComplex*>(data);
+    device::check_cufft(cufftExecC2C(plan->get(), d, d, dir), who_, "cufftExecC2C");
+  }
+  void check(cudaError_t e, const char* what) const { device::check(e, who_, what); }
+  const char* who_;
+  cudaStream_t s_ = nullptr;
+  std::unique_ptr<device::FftPlan> row_, col_;
+  int ng_ = 0, n_ = 0, rows_ = 0;
+  std::size_t work_ = 1;
+};
 
 }  // namespace uvflow::wstack::cuda
