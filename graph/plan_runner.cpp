@@ -90,7 +90,8 @@ void PlanRunner::run() {
   }
 }
 
-void PlanRunner::run_graph(const std::vector<int>& members, const std::set<PortKey>& also_keep) {
+void PlanRunner::run_graph(const std::vector<int>& members, const std::set<PortKey>& also_keep,
+                           std::vector<CycleReport::StageTime>* times) {
   const auto& st = plan().stages;
   std::vector<bool> member(st.size(), false);
   for (int i : members) member[std::size_t(i)] = true;
@@ -203,7 +204,11 @@ void PlanRunner::run_graph(const std::vector<int>& members, const std::set<PortK
           break;
         }
     for (auto& n : nodes_)
-      if (n->inst().spec->type != "loop.feed") add_metrics(n->metrics());
+      if (n->inst().spec->type != "loop.feed") {
+        const StageMetrics m = n->metrics();
+        add_metrics(m);
+        if (times) times->push_back({m.id, m.wall_s, m.device_s});
+      }
     if (!run_.failed)
       for (auto& [k, t] : tapped) {
         Held h{st[std::size_t(k.first)].outputs.at(k.second).arity, {}};
@@ -269,10 +274,11 @@ void PlanRunner::run_loop(const LoopPlan& lp) {
     ctl->minor_iterations_left = lp.stop.max_minor_iterations > 0 ? lp.stop.max_minor_iterations - total : -1;
     held_[{control, "control"}] = Held{Arity::once, {ctl}};
     const auto t0 = Clock::now();
-    run_graph(body, keep);
+    std::vector<CycleReport::StageTime> times;
+    run_graph(body, keep, &times);
     if (run_.failed) return;
     for (auto& s : state) held_[s.value] = held_.at(s.next);
-    CycleReport cr{.cycle = c, .wall_s = seconds_between(t0, Clock::now())};
+    CycleReport cr{.cycle = c, .wall_s = seconds_between(t0, Clock::now()), .stages = std::move(times)};
     std::string stop;
     if (figures.first >= 0) {
       auto f = std::dynamic_pointer_cast<const CycleFigures>(held_.at(figures).items.at(0));

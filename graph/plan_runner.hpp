@@ -43,8 +43,10 @@ class PlanRunner {
   using PortKey = std::pair<int, std::string>;  // stage index, output port
 
   // One flow graph over the stages `members` (plan indices). Their inputs from outside come from
-  // held_; their outputs read outside it, and `also_keep`, are collected into held_.
-  void run_graph(const std::vector<int>& members, const std::set<PortKey>& also_keep);
+  // held_; their outputs read outside it, and `also_keep`, are collected into held_. With `times`,
+  // each member's time in this graph is appended there (a loop's per-cycle table).
+  void run_graph(const std::vector<int>& members, const std::set<PortKey>& also_keep,
+                 std::vector<CycleReport::StageTime>* times = nullptr);
   void run_loop(const LoopPlan& lp);
   void add_metrics(const StageMetrics& m);
 

@@ -144,7 +144,9 @@ nlohmann::json to_json(const RunReport& r) {
   }
   for (auto& lp : r.loops) {
     nlohmann::json l{{"id", lp.id}, {"stopped_by", lp.stopped_by}, {"cycles", nlohmann::json::array()}};
-    for (auto& c : lp.cycles)
+    for (auto& c : lp.cycles) {
+      auto stages = nlohmann::json::array();
+      for (auto& t : c.stages) stages.push_back({{"id", t.id}, {"wall_s", t.wall_s}, {"device_s", t.device_s}});
       l["cycles"].push_back({{"cycle", c.cycle},
                              {"peak_residual_start_jy", c.peak_start},
                              {"peak_residual_jy", c.peak},
@@ -154,7 +156,9 @@ nlohmann::json to_json(const RunReport& r) {
                              {"minor_iterations", c.iterations},
                              {"total_minor_iterations", c.total_iterations},
                              {"minor_stop", c.minor_stop},
-                             {"wall_s", c.wall_s}});
+                             {"wall_s", c.wall_s},
+                             {"stages", stages}});
+    }
     j["loops"].push_back(l);
   }
   j["rank"] = r.rank;

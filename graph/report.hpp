@@ -32,6 +32,12 @@ struct CycleReport {
   std::int64_t iterations = 0, total_iterations = 0;
   std::string minor_stop;                      // why the minor cycle stopped
   double wall_s = 0;
+  // Each body stage's time in this cycle (StageMetrics' wall_s and device_s), in plan order.
+  struct StageTime {
+    std::string id;
+    double wall_s = 0, device_s = 0;
+  };
+  std::vector<StageTime> stages;
 };
 
 struct LoopReport {

@@ -3,6 +3,7 @@
 // refused before anything runs with file:line:col, an error and Ctrl-C inside a loop leaving no
 // output, and pipelines/clean_image.yaml's Cotton-Schwab major cycles on its simulated sky.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -13,6 +14,7 @@
 #include "graph/interrupt.hpp"
 #include "graph/pipeline.hpp"
 #include "graph/preflight.hpp"
+#include "graph/report.hpp"
 #include "runtime/error.hpp"
 #include "runtime/harness.hpp"
 #include "runtime/payloads/cycle.hpp"
@@ -171,8 +173,21 @@ TEST(Loop, RunsMaxCyclesCarryingState) {
     EXPECT_EQ(seen()[std::size_t(c)].max_cycles, 4);
     EXPECT_EQ(seen()[std::size_t(c)].minor_iterations_left, -1);
   }
-  // The body's stage ran once per cycle; the run table sums its cycles.
+  // The body's stage ran once per cycle; the run table sums its cycles, and each cycle lists its
+  // own time for it (the per-cycle table of the JSON report), which add up to the sum.
   EXPECT_EQ(r.report.stage("step").items_in, 4);
+  double sum = 0;
+  for (auto& c : r.report.loops[0].cycles) {
+    ASSERT_EQ(c.stages.size(), 1u);
+    EXPECT_EQ(c.stages[0].id, "step");
+    EXPECT_GT(c.stages[0].wall_s, 0);
+    EXPECT_LE(c.stages[0].wall_s, c.wall_s);
+    sum += c.stages[0].wall_s;
+  }
+  EXPECT_DOUBLE_EQ(sum, r.report.stage("step").wall_s);
+  const auto json = nlohmann::json::parse(report_json(r.report));
+  EXPECT_EQ(json["loops"][0]["cycles"][3]["stages"][0]["id"], "step");
+  EXPECT_DOUBLE_EQ(json["loops"][0]["cycles"][3]["stages"][0]["wall_s"].get<double>(), r.report.loops[0].cycles[3].stages[0].wall_s);
 }
 
 TEST(Loop, OutputsOfTheLastCycleAndThePlan) {

@@ -8,10 +8,10 @@ namespace {
 class ClarkCuda : public clean::MinorCycleCuda<decl> {
  protected:
   clean::MinorCycle clean(float* residual, float* model, const Image& d, const Image& p, double p0, const std::uint8_t* mask,
-                          const std::vector<std::uint8_t>& host_mask, const clean::Limits& limits,
-                          const std::function<bool()>& cancelled, const device::Stream& stream) override {
+                          const clean::Limits& limits, const std::function<bool()>& cancelled,
+                          const device::Stream& stream) override {
     const Params& pr = params();
-    return clean::clark_cuda(residual, model, d.nx, d.ny, p.pixels.data(), p.nx, p.ny, p0, mask, host_mask, pr.gain, limits.niter,
+    return clean::clark_cuda(residual, model, d.nx, d.ny, p.pixels.data(), p.nx, p.ny, p0, mask, pr.gain, limits.niter,
                              limits.threshold, int(pr.psf_patch), pr.cycle_factor, decl.type, cancelled, stream);
   }
 };

@@ -46,9 +46,12 @@ inline const StageDecl<Params> decl{
            "the patch cycle saw). With a patch as large as the PSF it finds Hogbom's components. Tested against "
            "that, against a direct implementation of Hogbom on random skies (fluxes and positions), and for the "
            "residual being exactly dirty - model convolved with the PSF. The cuda backend keeps the images on the "
-           "device: peak search, FFT convolution (cuFFT) and subtraction there, each cycle's selection and patch "
-           "cycle on the host by the same code on the residual read back once per cycle; against the cpu backend "
-           "in tests/gpu_deconv_test.cpp.",
+           "device: the peak search, each cycle's selection of the pixels above its limit and the subtraction "
+           "there, the patch cycle on the host by the same code on the selected pixels alone; a cycle's components "
+           "are subtracted one by one over their overlap with the PSF (exact, as deconv.hogbom), or by the FFT "
+           "convolution (cuFFT) where that moves less memory (many components of a PSF twice the image's size). "
+           "The cycle's noise and the model's flux are computed there too, to the cpu backend's values. Against "
+           "the cpu backend in tests/gpu_deconv_test.cpp.",
     .inputs = {dirty, psf, model_so_far, control},
     .outputs = {model, residual, figures},
     .params = [] {

@@ -8,7 +8,7 @@ namespace {
 class HogbomCuda : public clean::MinorCycleCuda<decl> {
  protected:
   clean::MinorCycle clean(float* residual, float* model, const Image& d, const Image& p, double p0, const std::uint8_t* mask,
-                          const std::vector<std::uint8_t>&, const clean::Limits& limits, const std::function<bool()>& cancelled,
+                          const clean::Limits& limits, const std::function<bool()>& cancelled,
                           const device::Stream& stream) override {
     return clean::hogbom_cuda(residual, model, d.nx, d.ny, p.pixels.data(), p.nx, p.ny, p0, mask, params().gain, limits.niter,
                               limits.threshold, cancelled, stream);

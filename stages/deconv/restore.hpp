@@ -7,17 +7,18 @@
 
 #include "runtime/payloads/image.hpp"
 #include "runtime/stage_decl.hpp"
+#include "stages/shared/clean.hpp"
 
 namespace uvflow::deconv_restore {
 
 inline constexpr In<Image> model{
-    .name = "model", .arity = Arity::once, .residency = Residency::host, .doc = "clean components, Jy per pixel"};
+    .name = "model", .arity = Arity::once, .residency = Residency::backend, .doc = "clean components, Jy per pixel"};
 inline constexpr In<Image> residual{
-    .name = "residual", .arity = Arity::once, .residency = Residency::host, .doc = "the residual image, same size"};
+    .name = "residual", .arity = Arity::once, .residency = Residency::backend, .doc = "the residual image, same size"};
 inline constexpr In<Image> psf{
     .name = "psf", .arity = Arity::once, .residency = Residency::host, .doc = "the dirty beam centred on (nx/2, ny/2)"};
 inline constexpr Out<Image> restored{
-    .name = "image", .arity = Arity::once, .residency = Residency::host, .doc = "the restored image, JY/BEAM, with its beam"};
+    .name = "image", .arity = Arity::once, .residency = Residency::backend, .doc = "the restored image, JY/BEAM, with its beam"};
 
 struct Params {
   std::string beam_fit = "main_lobe";
@@ -39,7 +40,11 @@ inline const StageDecl<Params> decl{
            "sky coordinates and the beam (FWHM axes in degrees, position angle in degrees east of north, as FITS "
            "BMAJ, BMIN, BPA and WSClean write them), which io.write_fits writes into the header; the beam is "
            "also logged. The PSF must have the residual's cell size. Tested on analytic elliptical Gaussians of "
-           "known axes and angle (axes within 1 %, angle within 1 degree) and against a direct convolution.",
+           "known axes and angle (axes within 1 %, angle within 1 degree) and against a direct convolution. The "
+           "cuda backend fits the beam on the host (the PSF is read there) and restores on the device, the model "
+           "and the residual read and the restored image made there (a large image then crosses the bus once, "
+           "restored, not twice); its Gaussians are summed in single precision (the cpu backend's in double), "
+           "against which tests/gpu_deconv_test.cpp holds it.",
     .inputs = {model, residual, psf},
     .outputs = {restored},
     .params = {{&Params::beam_fit,
@@ -64,5 +69,14 @@ inline const StageDecl<Params> decl{
 };
 
 StageSpec spec();
+#ifdef UVFLOW_WITH_CUDA
+std::unique_ptr<Stage> make_cuda();  // restore.cu
+#endif
+
+// The checks both backends make: model and residual of one size, the PSF of the residual's cell
+// (InputError otherwise); and the fitted restoring beam.
+clean::Gaussian checked_beam(const Params& p, const Image& model, const Image& residual, const Image& psf);
+// `out`'s unit and beam (logged under `stage`), after restoring with `g`.
+void set_beam(Image& out, const clean::Gaussian& g, const std::string& stage);
 
 }  // namespace uvflow::deconv_restore

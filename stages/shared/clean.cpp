@@ -232,7 +232,6 @@ std::vector<float> psf_patch_of(const Image& psf, int psf_patch) {
 void clark_cycle(const float* residual, const std::vector<std::uint8_t>& mask, int nx, double limit, double sidelobe,
                  double gain, double p0, std::int64_t niter, const std::vector<float>& patch, int psf_patch, MinorCycle& out,
                  double& cleaned, std::vector<std::size_t>& at, std::vector<float>& fluxes) {
-  const std::size_t w = std::size_t(2 * psf_patch + 1);
   std::vector<std::size_t> active;
   std::vector<float> value;
   for (std::size_t k = 0; k < mask.size(); ++k)
@@ -240,6 +239,14 @@ void clark_cycle(const float* residual, const std::vector<std::uint8_t>& mask, i
       active.push_back(k);
       value.push_back(residual[k]);
     }
+  clark_patch_cycle(active, value, nx, limit, sidelobe, gain, p0, niter, patch, psf_patch, out, cleaned, at, fluxes);
+}
+
+void clark_patch_cycle(const std::vector<std::size_t>& active, std::vector<float>& value, int nx, double limit,
+                       double sidelobe, double gain, double p0, std::int64_t niter, const std::vector<float>& patch,
+                       int psf_patch, MinorCycle& out, double& cleaned, std::vector<std::size_t>& at,
+                       std::vector<float>& fluxes) {
+  const std::size_t w = std::size_t(2 * psf_patch + 1);
   at.clear();
   fluxes.clear();
   // The values the patch leaves out differ from the true residual by up to sidelobe p0 times the sum of
@@ -249,10 +256,28 @@ void clark_cycle(const float* residual, const std::vector<std::uint8_t>& mask, i
   // A quarter: at a half, 2 of 40 random test skies got flux spread onto a source's neighbours.
   const double budget = 0.25 * limit;
   double drift = 0;
-  while (!value.empty() && std::int64_t(out.components.size()) < niter && drift <= budget) {
-    std::size_t best = 0;
-    for (std::size_t i = 1; i < value.size(); ++i)
-      if (std::abs(value[i]) > std::abs(value[best])) best = i;
+  // A tournament tree over the pixels' |values| (leaves in `active`'s order; of equal ones the
+  // earlier wins, as a scan with > finds the peak), and each component's patch found row by row by
+  // binary search in the ascending `active`: a component costs the pixels it changes times log of
+  // their number, not two scans of them all (a large image's late cycles select 1e5 pixels).
+  const std::size_t m = value.size();
+  constexpr std::uint32_t kNone = UINT32_MAX;
+  std::size_t leaves = 1;
+  while (leaves < m) leaves *= 2;
+  std::vector<std::uint32_t> tree(2 * leaves, kNone);
+  auto winner = [&](std::uint32_t a, std::uint32_t b) {
+    if (a == kNone || b == kNone) return a == kNone ? b : a;
+    return std::abs(value[b]) > std::abs(value[a]) ? b : a;
+  };
+  for (std::size_t i = 0; i < m; ++i) tree[leaves + i] = std::uint32_t(i);
+  for (std::size_t t = leaves - 1; t >= 1; --t) tree[t] = winner(tree[2 * t], tree[2 * t + 1]);
+  // Leaves [first, last) changed: their ancestors, level by level (a row's run shares most of them).
+  auto changed = [&](std::size_t first, std::size_t last) {
+    for (std::size_t lo = (leaves + first) / 2, hi = (leaves + last - 1) / 2; lo >= 1; lo /= 2, hi /= 2)
+      for (std::size_t t = lo; t <= hi; ++t) tree[t] = winner(tree[2 * t], tree[2 * t + 1]);
+  };
+  while (m > 0 && std::int64_t(out.components.size()) < niter && drift <= budget) {
+    const std::size_t best = tree[1];
     if (!(std::abs(value[best]) > limit)) break;
     const int x = int(active[best] % std::size_t(nx)), y = int(active[best] / std::size_t(nx));
     const float flux = float(gain * value[best] / p0);
@@ -261,10 +286,18 @@ void clark_cycle(const float* residual, const std::vector<std::uint8_t>& mask, i
     out.components.push_back({x, y, flux, value[best], cleaned});
     at.push_back(active[best]);
     fluxes.push_back(flux);
-    for (std::size_t i = 0; i < value.size(); ++i) {
-      const int dx = int(active[i] % std::size_t(nx)) - x, dy = int(active[i] / std::size_t(nx)) - y;
-      if (std::abs(dx) <= psf_patch && std::abs(dy) <= psf_patch)  // one rounding: the same on every compiler
+    for (int dy = -psf_patch; dy <= psf_patch; ++dy) {
+      if (y + dy < 0) continue;
+      const std::size_t row = std::size_t(y + dy) * std::size_t(nx);
+      const auto first = std::lower_bound(active.begin(), active.end(), row + std::size_t(std::max(0, x - psf_patch)));
+      const auto last = std::upper_bound(first, active.end(), row + std::size_t(std::min(nx - 1, x + psf_patch)));
+      if (first == last) continue;
+      for (auto it = first; it != last; ++it) {
+        const std::size_t i = std::size_t(it - active.begin());
+        const int dx = int(*it - row) - x;  // one rounding: the same on every compiler
         value[i] = std::fma(-flux, patch[std::size_t(dy + psf_patch) * w + std::size_t(dx + psf_patch)], value[i]);
+      }
+      changed(std::size_t(first - active.begin()), std::size_t(last - active.begin()));
     }
   }
 }
@@ -402,6 +435,7 @@ void end_minor_cycle(Context& ctx, const std::string& type, const Limits& limits
   spdlog::info("{}: {} components, {:.6g} Jy cleaned, peak residual {:.6g} Jy/beam (stopped by {} {:.6g})", ctx.stage_id(),
                cycle.components.size(), cleaned, cycle.peak_residual, f.stop,
                cycle.stop == "threshold" ? limits.threshold : double(limits.niter));
+  if (!cycle.detail.empty()) spdlog::debug("{}: {}", ctx.stage_id(), cycle.detail);
   if (components_file.empty()) return;
   std::ofstream file(ctx.output_file(components_file));
   file << "# " << type << " components: iteration x y flux_jy peak_residual_jy cleaned_jy (stopped by " << cycle.stop
@@ -536,10 +570,18 @@ void restore(const float* model, const float* residual, float* restored, int nx,
     int x, y;
     float flux;
   };
-  std::vector<Comp> comps;
-  for (int y = 0; y < ny; ++y)
+  // The components in pixel order (each row's found in parallel: a large model is mostly zeros).
+  std::vector<std::vector<Comp>> in_row(static_cast<std::size_t>(ny));
+  tbb::parallel_for(0, ny, [&](int y) {
     for (int x = 0; x < nx; ++x)
-      if (float f = model[std::size_t(y) * std::size_t(nx) + std::size_t(x)]; f != 0) comps.push_back({x, y, f});
+      if (float f = model[std::size_t(y) * std::size_t(nx) + std::size_t(x)]; f != 0) in_row[std::size_t(y)].push_back({x, y, f});
+  });
+  std::vector<Comp> comps;
+  std::vector<std::size_t> row_start(std::size_t(ny) + 1, 0);  // comps of rows [a, b): [row_start[a], row_start[b])
+  for (int y = 0; y < ny; ++y) {
+    comps.insert(comps.end(), in_row[std::size_t(y)].begin(), in_row[std::size_t(y)].end());
+    row_start[std::size_t(y) + 1] = comps.size();
+  }
   // Out to where the Gaussian falls below 1e-7 of its peak along its major axis.
   const double lmin = (g.a + g.c) / 2 - std::hypot((g.a - g.c) / 2, g.b);
   const int reach = int(std::ceil(std::sqrt(std::log(1e7) / lmin)));
@@ -548,9 +590,12 @@ void restore(const float* model, const float* residual, float* restored, int nx,
       float* out = restored + std::size_t(y) * std::size_t(nx);
       const float* res = residual + std::size_t(y) * std::size_t(nx);
       std::vector<double> row(std::size_t(nx), 0.0);
-      for (const Comp& c : comps) {
+      // The components within reach of this row, in pixel order.
+      const std::size_t first = row_start[std::size_t(std::max(0, y - reach))];
+      const std::size_t last = row_start[std::size_t(std::min(ny, y + reach + 1))];
+      for (std::size_t i = first; i < last; ++i) {
+        const Comp& c = comps[i];
         const double dy = y - c.y;
-        if (std::abs(dy) > reach) continue;
         for (int x = std::max(0, c.x - reach), e = std::min(nx, c.x + reach + 1); x < e; ++x) {
           const double dx = x - c.x;
           row[std::size_t(x)] += c.flux * std::exp(-(g.a * dx * dx + 2 * g.b * dx * dy + g.c * dy * dy));

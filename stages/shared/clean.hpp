@@ -40,6 +40,8 @@ class MaskSource {
   MaskSource() = default;
   MaskSource(std::string file, std::vector<Box> boxes) : file_(std::move(file)), boxes_(std::move(boxes)) {}
   const std::vector<std::uint8_t>& get(int nx, int ny);
+  // Neither a file nor boxes: every pixel (the cuda backends then need no mask at all).
+  bool all() const { return file_.empty() && boxes_.empty(); }
 
  private:
   std::string file_;
@@ -60,6 +62,7 @@ struct MinorCycle {
   std::vector<Component> components;
   double peak_residual = 0;  // the peak |residual| (within the mask) when it stopped
   std::string stop;          // "niter", "threshold" or "cancelled"
+  std::string detail;        // where a backend's time went, for the debug log (uvflow run -v)
 };
 
 // `where`'s PSF centre value `centre` as a double; InputError (naming `where` and the pixel) unless
@@ -113,7 +116,7 @@ inline bool minor_cycle_done(MinorCycle& out, float peak, double threshold, std:
   return false;
 }
 
-// One Clark cycle's patch Hogbom (clark()'s, and deconv.clark's cuda backend's): on the pixels of
+// One Clark cycle's patch Hogbom (clark()'s): on the pixels of
 // `residual` (host, nx wide) within `mask` above `limit`, components appended to `out` (with the
 // running total `cleaned`) until none is above `limit`, `out` holds `niter`, or `sidelobe` (the
 // largest |PSF| / p0 outside the patch) times p0 times the cycle's summed |fluxes| passes a quarter
@@ -122,6 +125,13 @@ inline bool minor_cycle_done(MinorCycle& out, float peak, double threshold, std:
 void clark_cycle(const float* residual, const std::vector<std::uint8_t>& mask, int nx, double limit, double sidelobe,
                  double gain, double p0, std::int64_t niter, const std::vector<float>& patch, int psf_patch, MinorCycle& out,
                  double& cleaned, std::vector<std::size_t>& at, std::vector<float>& fluxes);
+// The same cycle on its pixels already selected: `active` (ascending pixel indices, nx wide) and their
+// residual values `value` (changed), as deconv.clark's cuda backend selects them on the device.
+// Each component costs the patch's selected pixels times log(active.size()) (a tournament tree).
+void clark_patch_cycle(const std::vector<std::size_t>& active, std::vector<float>& value, int nx, double limit,
+                       double sidelobe, double gain, double p0, std::int64_t niter, const std::vector<float>& patch,
+                       int psf_patch, MinorCycle& out, double& cleaned, std::vector<std::size_t>& at,
+                       std::vector<float>& fluxes);
 
 // The robust RMS of `pixels` where `mask` is set: 1.4826 x the median absolute deviation from the
 // median (the RMS of Gaussian noise, little moved by a few bright sources); 0 when none is set.

@@ -1,11 +1,15 @@
 // Hogbom and Clark CLEAN on the device (minor_cycle_cuda.cuh): the peak search, the PSF subtraction,
-// and Clark's FFT subtraction of a cycle's components.
+// Clark's selection of a cycle's pixels and subtraction of its components, and a cycle's figures
+// (the robust RMS by radix selection, the model's flux).
 #include <cuComplex.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <optional>
 
 #include "runtime/cufft_plan.hpp"
 #include "stages/shared/minor_cycle_cuda.cuh"
@@ -44,7 +48,7 @@ __global__ void block_peaks(const float* r, const std::uint8_t* mask, unsigned l
   Peak best{-1.0f, 0, 0.0f};
   for (unsigned long long k = blockIdx.x * (unsigned long long)kThreads + threadIdx.x; k < n;
        k += (unsigned long long)gridDim.x * kThreads)
-    if (mask[k] && fabsf(r[k]) > best.abs) best = {fabsf(r[k]), k, r[k]};
+    if ((!mask || mask[k]) && fabsf(r[k]) > best.abs) best = {fabsf(r[k]), k, r[k]};
   reduce_block(best, &partial[blockIdx.x]);
 }
 
@@ -133,6 +137,122 @@ __global__ void subtract_convolved(float* residual, const cuFloatComplex* work, 
   }
 }
 
+// A pixel taken by select_above: its index and value.
+struct Pixel {
+  unsigned long long at;
+  float value;
+};
+
+// The pixels within the mask (null: all) whose |value| exceeds `limit` (compared in double, as
+// clark_cycle() compares them), in any order: `count` of them, the first `capacity` written.
+__global__ void select_above(const float* r, const std::uint8_t* mask, unsigned long long n, double limit, Pixel* out,
+                             unsigned long long capacity, unsigned long long* count) {
+  for (unsigned long long k = blockIdx.x * (unsigned long long)kThreads + threadIdx.x; k < n;
+       k += (unsigned long long)gridDim.x * kThreads)
+    if ((!mask || mask[k]) && double(fabsf(r[k])) > limit) {
+      const unsigned long long i = atomicAdd(count, 1ULL);
+      if (i < capacity) out[i] = {k, r[k]};
+    }
+}
+
+constexpr int kTile = 64;
+
+// The largest |value| within the mask (-1: none) of each 64 x 64 tile of [tx0, tx0 + tw) x [ty0, ...):
+// a block per tile, tiles_x tiles a row in `out`.
+__global__ void tile_maxima(const float* r, const std::uint8_t* mask, int nx, int ny, int tiles_x, int tx0, int ty0, int tw,
+                            float* out) {
+  const int tx = tx0 + int(blockIdx.x) % tw, ty = ty0 + int(blockIdx.x) / tw;
+  float best = -1.0f;
+  for (int i = threadIdx.x; i < kTile * kTile; i += kThreads) {
+    const int x = tx * kTile + i % kTile, y = ty * kTile + i / kTile;
+    if (x >= nx || y >= ny) continue;
+    const std::size_t k = std::size_t(y) * std::size_t(nx) + std::size_t(x);
+    if ((!mask || mask[k]) && fabsf(r[k]) > best) best = fabsf(r[k]);  // NaN left out, as find_peak leaves it
+  }
+  for (int o = 16; o > 0; o /= 2) best = fmaxf(best, __shfl_down_sync(0xffffffffu, best, o));
+  __shared__ float warp_best[kThreads / 32];
+  if (threadIdx.x % 32 == 0) warp_best[threadIdx.x / 32] = best;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < kThreads / 32; ++w) best = fmaxf(best, warp_best[w]);
+    out[std::size_t(ty) * std::size_t(tiles_x) + std::size_t(tx)] = fmaxf(best, warp_best[0]);
+  }
+}
+
+// select_above() over the listed tiles only (a block per tile).
+__global__ void select_in_tiles(const float* r, const std::uint8_t* mask, int nx, int ny, const int* tiles, int tiles_x,
+                                double limit, Pixel* out, unsigned long long capacity, unsigned long long* count) {
+  const int tx = tiles[blockIdx.x] % tiles_x, ty = tiles[blockIdx.x] / tiles_x;
+  for (int i = threadIdx.x; i < kTile * kTile; i += kThreads) {
+    const int x = tx * kTile + i % kTile, y = ty * kTile + i / kTile;
+    if (x >= nx || y >= ny) continue;
+    const std::size_t k = std::size_t(y) * std::size_t(nx) + std::size_t(x);
+    if ((!mask || mask[k]) && double(fabsf(r[k])) > limit) {
+      const unsigned long long j = atomicAdd(count, 1ULL);
+      if (j < capacity) out[j] = {k, r[k]};
+    }
+  }
+}
+
+// restored += each component's Gaussian over its (2 reach + 1)^2 box within the image (a block per
+// component; components of nearby pixels overlap, hence the atomics).
+__global__ void add_gaussians(const Pixel* comps, int nx, int ny, int reach, double a, double b, double c, float* restored) {
+  const Pixel p = comps[blockIdx.x];
+  const int cx = int(p.at % (unsigned long long)nx), cy = int(p.at / (unsigned long long)nx), w = 2 * reach + 1;
+  for (int i = threadIdx.x; i < w * w; i += kThreads) {
+    const int x = cx + i % w - reach, y = cy + i / w - reach;
+    if (x < 0 || y < 0 || x >= nx || y >= ny) continue;
+    const double dx = x - cx, dy = y - cy;
+    atomicAdd(&restored[std::size_t(y) * std::size_t(nx) + std::size_t(x)],
+              float(p.value * exp(-(a * dx * dx + 2 * b * dx * dy + c * dy * dy))));
+  }
+}
+
+// Floats as unsigned keys in the same order (negative ones reversed), and back.
+__host__ __device__ unsigned int order_key(float v) {
+  unsigned int u;
+  memcpy(&u, &v, sizeof u);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+float from_order_key(unsigned int k) {
+  const unsigned int u = (k & 0x80000000u) ? (k & 0x7fffffffu) : ~k;
+  float v;
+  std::memcpy(&v, &u, sizeof v);
+  return v;
+}
+
+constexpr int kRadixBits = 11, kBins = 1 << kRadixBits;
+
+// One pass of a radix selection: the histogram of bits [shift, shift + 11) of the keys whose bits
+// under `prefix_mask` are `prefix`, over the finite pixels within the mask, each taken as its value
+// or (kDeviation) as float(|value - centre|), robust_rms()'s deviations. A warp's lanes of one bin
+// add once (the values of an image crowd into a few bins).
+template <bool kDeviation>
+__global__ void radix_histogram(const float* r, const std::uint8_t* mask, unsigned long long n, double centre,
+                                unsigned int prefix, unsigned int prefix_mask, int shift, unsigned int* hist) {
+  __shared__ unsigned int h[kBins];
+  for (int i = threadIdx.x; i < kBins; i += kThreads) h[i] = 0;
+  __syncthreads();
+  const unsigned int lane = threadIdx.x % 32;
+  // Whole warps step together, so that every lane reaches __match_any_sync.
+  for (unsigned long long k0 = blockIdx.x * (unsigned long long)kThreads + (threadIdx.x - lane); k0 < n;
+       k0 += (unsigned long long)gridDim.x * kThreads) {
+    const unsigned long long k = k0 + lane;
+    bool take = k < n && (!mask || mask[k]) && isfinite(r[k]);
+    unsigned int key = 0;
+    if (take) {
+      key = order_key(kDeviation ? float(fabs(double(r[k]) - centre)) : r[k]);
+      take = (key & prefix_mask) == prefix;
+    }
+    const unsigned int bin = take ? (key >> shift) & (kBins - 1) : kBins;
+    const unsigned int peers = __match_any_sync(0xffffffffu, bin);
+    if (take && lane == unsigned(__ffs(int(peers)) - 1)) atomicAdd(&h[bin], unsigned(__popc(int(peers))));
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < kBins; i += kThreads)
+    if (h[i]) atomicAdd(&hist[i], h[i]);
+}
+
 // The peak of |residual| within the mask, as hogbom() finds it.
 Peak find_peak(const float* residual, const std::uint8_t* mask, unsigned long long n, const Array<Peak>& partial, int blocks,
                cudaStream_t s, const device::Stream& stream) {
@@ -145,6 +265,84 @@ Peak find_peak(const float* residual, const std::uint8_t* mask, unsigned long lo
                 "read the peak");
   stream.synchronize();
   return pk;
+}
+
+// Pixels in increasing index: an LSD radix sort (3 passes of 11 bits) where the indices fit 33 bits,
+// std::sort otherwise. A large image's Clark cycles sort their selection (up to 1e5 pixels) hundreds
+// of times: 1 ms each by std::sort.
+void sort_by_index(std::vector<Pixel>& v, unsigned long long n) {
+  if (n > (1ULL << 33)) {
+    std::sort(v.begin(), v.end(), [](const Pixel& a, const Pixel& b) { return a.at < b.at; });
+    return;
+  }
+  std::vector<Pixel> tmp(v.size());
+  for (int shift = 0; shift < 33; shift += 11) {
+    std::vector<std::size_t> start(2049, 0);
+    for (const Pixel& p : v) ++start[((p.at >> shift) & 2047) + 1];
+    for (int b = 0; b < 2048; ++b) start[std::size_t(b) + 1] += start[std::size_t(b)];
+    for (const Pixel& p : v) tmp[start[(p.at >> shift) & 2047]++] = p;
+    v.swap(tmp);
+  }
+}
+
+// The pixels select_above() takes, in pixel order (the order clark_cycle() and model_flux() take
+// them in); `buffer` grows to hold them.
+std::vector<Pixel> select_pixels(const float* r, const std::uint8_t* mask, unsigned long long n, double limit,
+                                 Array<Pixel>& buffer, const Array<unsigned long long>& count, int blocks, cudaStream_t s,
+                                 const device::Stream& stream) {
+  const char* who = "deconv (cuda): select pixels";
+  for (;;) {
+    unsigned long long c = 0;
+    device::check(cudaMemsetAsync(count.data(), 0, sizeof c, s), who, "reset");
+    select_above<<<blocks, kThreads, 0, s>>>(r, mask, n, limit, buffer.data(), buffer.size(), count.data());
+    device::check_launch(who);
+    device::check(cudaMemcpyAsync(&c, count.data(), sizeof c, cudaMemcpyDeviceToHost, s), who, "read the count");
+    stream.synchronize();
+    if (c > buffer.size()) {  // too many for the buffer: again, into one that holds them
+      buffer = Array<Pixel>::device(std::size_t(c), stream);
+      continue;
+    }
+    std::vector<Pixel> out(c);
+    device::check(cudaMemcpyAsync(out.data(), buffer.data(), c * sizeof(Pixel), cudaMemcpyDeviceToHost, s), who, "read back");
+    stream.synchronize();
+    sort_by_index(out, n);
+    return out;
+  }
+}
+
+// robust_rms()'s median of the values radix_histogram takes: the one at total / 2 in increasing order,
+// by three passes of 11, 11 and 10 bits (exact: the value itself, not an estimate); 0 when there is
+// none (`total`: how many there are).
+float median_of(bool deviation, const float* r, const std::uint8_t* mask, unsigned long long n, double centre,
+                unsigned long long& total, int blocks, cudaStream_t s, const device::Stream& stream) {
+  const char* who = "deconv (cuda): robust RMS";
+  auto hist_dev = Array<unsigned int>::device(kBins, stream);
+  std::vector<unsigned int> hist(kBins);
+  unsigned int prefix = 0, prefix_mask = 0;
+  unsigned long long k = 0;
+  total = 0;
+  for (int shift : {32 - kRadixBits, 32 - 2 * kRadixBits, 0}) {
+    device::check(cudaMemsetAsync(hist_dev.data(), 0, kBins * sizeof(unsigned int), s), who, "reset");
+    if (deviation)
+      radix_histogram<true><<<blocks, kThreads, 0, s>>>(r, mask, n, centre, prefix, prefix_mask, shift, hist_dev.data());
+    else
+      radix_histogram<false><<<blocks, kThreads, 0, s>>>(r, mask, n, centre, prefix, prefix_mask, shift, hist_dev.data());
+    device::check_launch(who);
+    device::check(cudaMemcpyAsync(hist.data(), hist_dev.data(), kBins * sizeof(unsigned int), cudaMemcpyDeviceToHost, s), who,
+                  "read the histogram");
+    stream.synchronize();
+    if (prefix_mask == 0) {
+      for (unsigned int h : hist) total += h;
+      if (total == 0) break;
+      k = total / 2;
+    }
+    unsigned int bin = 0;
+    for (; k >= hist[bin]; ++bin) k -= hist[bin];
+    prefix |= bin << shift;
+    prefix_mask |= unsigned(kBins - 1) << shift;
+  }
+  keep_until(stream.record(), {&hist_dev});
+  return total == 0 ? 0.0f : from_order_key(prefix);
 }
 
 int grid_blocks(long long work) { return int(std::clamp<long long>((work + kThreads - 1) / kThreads, 1, 4 * kMaxBlocks)); }
@@ -179,15 +377,154 @@ MinorCycle hogbom_cuda(float* residual, float* model, int nx, int ny, const floa
   return out;
 }
 
+namespace {
+
+// The residual's peak |value| per tile, kept up to date where a cycle's subtraction changed it: each
+// Clark cycle's peak and its pixels above the limit come from the tiles, reading only the tiles that
+// can hold such pixels, where two passes over the whole image (1.8 GB at 15000^2) would be read.
+class TileMaxima {
+ public:
+  TileMaxima(const float* r, const std::uint8_t* mask, int nx, int ny, const device::Stream& stream)
+      : r_(r), mask_(mask), nx_(nx), ny_(ny), tiles_x_((nx + kTile - 1) / kTile), tiles_y_((ny + kTile - 1) / kTile),
+        stream_(stream), s_(static_cast<cudaStream_t>(stream.native())),
+        max_(Array<float>::device(std::size_t(tiles_x_) * std::size_t(tiles_y_), stream)),
+        list_(Array<int>::device(max_.size(), stream)), host_(max_.size()) {
+    changed(0, 0, nx, ny);
+  }
+  ~TileMaxima() { keep_until(stream_.record(), {&max_, &list_}); }
+
+  // Pixels [x0, x1) x [y0, y1) changed (enqueued on the stream).
+  void changed(int x0, int y0, int x1, int y1) {
+    const int tx0 = x0 / kTile, ty0 = y0 / kTile, tw = (x1 - 1) / kTile + 1 - tx0, th = (y1 - 1) / kTile + 1 - ty0;
+    if (tw <= 0 || th <= 0) return;
+    tile_maxima<<<tw * th, kThreads, 0, s_>>>(r_, mask_, nx_, ny_, tiles_x_, tx0, ty0, tw, max_.data());
+    device::check_launch("deconv.clark: tile_maxima");
+  }
+
+  // The peak |value| within the mask (-1: none), the tiles read back for select().
+  float peak() {
+    device::check(cudaMemcpyAsync(host_.data(), max_.data(), host_.size() * sizeof(float), cudaMemcpyDeviceToHost, s_), kWho,
+                  "read the tile maxima");
+    stream_.synchronize();
+    float best = -1.0f;
+    for (float v : host_) best = std::max(best, v);
+    return best;
+  }
+
+  // The pixels above `limit` in pixel order (after peak(), before the next change), as select_pixels().
+  std::vector<Pixel> select(double limit, Array<Pixel>& buffer, const Array<unsigned long long>& count) {
+    std::vector<int> list;
+    for (std::size_t t = 0; t < host_.size(); ++t)
+      if (double(host_[t]) > limit) list.push_back(int(t));
+    if (list.empty()) return {};
+    device::check(cudaMemcpyAsync(list_.data(), list.data(), list.size() * sizeof(int), cudaMemcpyHostToDevice, s_), kWho,
+                  "upload the tiles");
+    for (;;) {
+      unsigned long long c = 0;
+      device::check(cudaMemsetAsync(count.data(), 0, sizeof c, s_), kWho, "reset");
+      select_in_tiles<<<unsigned(list.size()), kThreads, 0, s_>>>(r_, mask_, nx_, ny_, list_.data(), tiles_x_, limit,
+                                                                  buffer.data(), buffer.size(), count.data());
+      device::check_launch("deconv.clark: select_in_tiles");
+      device::check(cudaMemcpyAsync(&c, count.data(), sizeof c, cudaMemcpyDeviceToHost, s_), kWho, "read the count");
+      stream_.synchronize();  // also: `list` is uploaded before it goes
+      if (c > buffer.size()) {  // too many for the buffer: again, into one that holds them
+        buffer = Array<Pixel>::device(std::size_t(c), stream_);
+        continue;
+      }
+      std::vector<Pixel> out(c);
+      device::check(cudaMemcpyAsync(out.data(), buffer.data(), c * sizeof(Pixel), cudaMemcpyDeviceToHost, s_), kWho, "read back");
+      stream_.synchronize();
+      sort_by_index(out, (unsigned long long)nx_ * (unsigned long long)ny_);
+      return out;
+    }
+  }
+
+ private:
+  static constexpr const char* kWho = "deconv.clark (cuda)";
+  const float* r_;
+  const std::uint8_t* mask_;
+  int nx_, ny_, tiles_x_, tiles_y_;
+  const device::Stream& stream_;
+  cudaStream_t s_;
+  Array<float> max_;
+  Array<int> list_;
+  std::vector<float> host_;
+};
+
+// Clark's subtraction by FFT convolution, as clark() does it: the whole PSF as a circular 2nx x 2ny
+// kernel, transformed once; per cycle the components placed on the zeroed grid, transformed,
+// multiplied, transformed back and subtracted.
+class FftSubtraction {
+ public:
+  FftSubtraction(const float* psf, int pnx, int pny, int nx, int ny, const device::Stream& stream)
+      : nx_(nx), ny_(ny), m_((long long)(2 * nx) * (2 * ny)), stream_(stream),
+        kernel_(Array<cuFloatComplex>::device(std::size_t(m_), stream)),
+        work_(Array<cuFloatComplex>::device(std::size_t(m_), stream)) {
+    auto s = static_cast<cudaStream_t>(stream.native());
+    std::size_t work_bytes = 0;
+    device::check_cufft(cufftMakePlan2d(plan_.get(), 2 * ny, 2 * nx, CUFFT_C2C, &work_bytes), kWho, "cufftMakePlan2d");
+    scratch_ = Array<char>::device(std::max<std::size_t>(work_bytes, 1), stream);
+    device::check_cufft(cufftSetStream(plan_.get(), s), kWho, "cufftSetStream");
+    device::check_cufft(cufftSetWorkArea(plan_.get(), scratch_.data()), kWho, "cufftSetWorkArea");
+    circular_kernel<<<grid_blocks(m_), kThreads, 0, s>>>(psf, pnx, pny, nx, ny, kernel_.data());
+    device::check_launch("deconv.clark: circular_kernel");
+    device::check_cufft(cufftExecC2C(plan_.get(), kernel_.data(), kernel_.data(), CUFFT_FORWARD), kWho, "cufftExecC2C");
+  }
+  ~FftSubtraction() { keep_until(stream_.record(), {&kernel_, &work_, &scratch_, &at_, &flux_}); }
+
+  void subtract(float* residual, float* model, const std::vector<std::size_t>& at, const std::vector<float>& fluxes) {
+    auto s = static_cast<cudaStream_t>(stream_.native());
+    if (at_.size() < at.size()) {
+      at_ = Array<unsigned long long>::device(at.size(), stream_);
+      flux_ = Array<float>::device(at.size(), stream_);
+    }
+    static_assert(sizeof(std::size_t) == sizeof(unsigned long long));
+    device::check(cudaMemcpyAsync(at_.data(), at.data(), at.size() * sizeof(unsigned long long), cudaMemcpyHostToDevice, s),
+                  kWho, "upload the components");
+    device::check(cudaMemcpyAsync(flux_.data(), fluxes.data(), fluxes.size() * sizeof(float), cudaMemcpyHostToDevice, s), kWho,
+                  "upload the components");
+    device::check(cudaMemsetAsync(work_.data(), 0, std::size_t(m_) * sizeof(cuFloatComplex), s), kWho, "zero the work grid");
+    place_components<<<1, 1, 0, s>>>(at_.data(), flux_.data(), int(at.size()), nx_, model, work_.data());
+    device::check_launch("deconv.clark: place_components");
+    device::check_cufft(cufftExecC2C(plan_.get(), work_.data(), work_.data(), CUFFT_FORWARD), kWho, "cufftExecC2C");
+    multiply<<<grid_blocks(m_), kThreads, 0, s>>>(work_.data(), kernel_.data(), m_);
+    device::check_launch("deconv.clark: multiply");
+    device::check_cufft(cufftExecC2C(plan_.get(), work_.data(), work_.data(), CUFFT_INVERSE), kWho, "cufftExecC2C");
+    subtract_convolved<<<grid_blocks((long long)nx_ * ny_), kThreads, 0, s>>>(residual, work_.data(), nx_, ny_,
+                                                                                1.0f / float(m_));
+    device::check_launch("deconv.clark: subtract_convolved");
+    stream_.synchronize();  // the host's component lists are reused next cycle
+  }
+
+ private:
+  static constexpr const char* kWho = "deconv.clark (cuda)";
+  int nx_, ny_;
+  long long m_;
+  const device::Stream& stream_;
+  device::FftPlan plan_{kWho};
+  Array<cuFloatComplex> kernel_, work_;
+  Array<char> scratch_;
+  Array<unsigned long long> at_ = Array<unsigned long long>::device(0, stream_);
+  Array<float> flux_ = Array<float>::device(0, stream_);
+};
+
+// The direct subtraction moves about 12 bytes per pixel of a component's overlap with the PSF (the
+// residual read and written, the PSF read) and costs a launch (counted as 2^20 pixels); the FFT
+// convolution about 100 per element of its 2nx x 2ny grid (the zeroing, two transforms of several
+// passes, the product, the read of the real part). Direct while its pixels are at most this many
+// times the grid's elements.
+constexpr double kDirectPerFftElement = 8;
+constexpr double kLaunchPixels = 1 << 20;
+
+}  // namespace
+
 MinorCycle clark_cuda(float* residual, float* model, int nx, int ny, const float* psf, int pnx, int pny, double p0,
-                      const std::uint8_t* mask, const std::vector<std::uint8_t>& host_mask, double gain, std::int64_t niter,
-                      double threshold, int psf_patch, double cycle_factor, const std::string& where,
-                      const std::function<bool()>& cancelled, const device::Stream& stream) {
+                      const std::uint8_t* mask, double gain, std::int64_t niter, double threshold, int psf_patch,
+                      double cycle_factor, const std::string& where, const std::function<bool()>& cancelled,
+                      const device::Stream& stream) {
   const char* who = "deconv.clark (cuda)";
   auto s = static_cast<cudaStream_t>(stream.native());
   const unsigned long long n = (unsigned long long)nx * (unsigned long long)ny;
-  const int blocks = int(std::min<unsigned long long>(kMaxBlocks, (n + kThreads - 1) / kThreads));
-  auto partial = Array<Peak>::device(std::size_t(blocks) + 1, stream);
   // The largest sidelobe outside the patch, and the patch itself for the host's patch cycles.
   auto bits = Array<unsigned int>::device(1, stream);
   const int w = 2 * psf_patch + 1;
@@ -210,61 +547,131 @@ MinorCycle clark_cuda(float* residual, float* model, int nx, int ny, const float
     throw InputError(where + ": the PSF reaches " + std::to_string(sidelobe) + " of its centre outside the " +
                      std::to_string(w) + "-pixel patch: give a larger psf_patch");
 
-  // The whole PSF as a circular 2nx x 2ny kernel, transformed once (clark()'s exact FFT convolution).
-  const int mx = 2 * nx, my = 2 * ny;
-  const long long m = (long long)mx * my;
-  auto kernel = Array<cuFloatComplex>::device(std::size_t(m), stream), work = Array<cuFloatComplex>::device(std::size_t(m), stream);
-  device::FftPlan plan(who);
-  std::size_t work_bytes = 0;
-  device::check_cufft(cufftMakePlan2d(plan.get(), my, mx, CUFFT_C2C, &work_bytes), who, "cufftMakePlan2d");
-  auto scratch = Array<char>::device(std::max<std::size_t>(work_bytes, 1), stream);
-  device::check_cufft(cufftSetStream(plan.get(), s), who, "cufftSetStream");
-  device::check_cufft(cufftSetWorkArea(plan.get(), scratch.data()), who, "cufftSetWorkArea");
-  circular_kernel<<<grid_blocks(m), kThreads, 0, s>>>(psf, pnx, pny, nx, ny, kernel.data());
-  device::check_launch("deconv.clark: circular_kernel");
-  device::check_cufft(cufftExecC2C(plan.get(), kernel.data(), kernel.data(), CUFFT_FORWARD), who, "cufftExecC2C");
-
+  const int pcx = pnx / 2, pcy = pny / 2;
+  const double fft_elements = 4.0 * double(n);
+  std::optional<FftSubtraction> fft;  // made when a cycle first needs it (14 GB for a 15000^2 image)
   MinorCycle out;
   out.stop = "niter";
   double cleaned = 0;
-  std::vector<float> res(n);
-  std::vector<std::size_t> at;
-  std::vector<float> fluxes;
-  auto at_dev = Array<unsigned long long>::device(0, stream);
-  auto flux_dev = Array<float>::device(0, stream);
+  std::vector<std::size_t> at, active;
+  std::vector<float> fluxes, value;
+  auto selected = Array<Pixel>::device(std::size_t(1) << 16, stream);
+  auto count = Array<unsigned long long>::device(1, stream);
+  // Where the host's time goes (MinorCycle::detail): selection and read-back, patch cycles, subtraction.
+  using Clock = std::chrono::steady_clock;
+  double select_s = 0, patch_s = 0, subtract_s = 0;
+  std::size_t cycles = 0, selected_most = 0, direct_cycles = 0;
+  auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
+  TileMaxima tiles(residual, mask, nx, ny, stream);
   for (;;) {
-    const Peak pk = find_peak(residual, mask, n, partial, blocks, s, stream);
-    const float peak = pk.abs;
+    auto t = Clock::now();
+    const float peak = tiles.peak();
+    select_s += since(t);
     if (minor_cycle_done(out, peak, threshold, niter, cancelled)) break;
-    // The cycle's pixels and its patch cycle on the host, by clark()'s own code (the pixels above the
-    // limit are few); the residual read back once per cycle for it.
+    // The cycle's pixels, selected on the device, and its patch cycle on the host by clark()'s code.
     const double limit = clark_limit(threshold, cycle_factor, sidelobe, peak);
-    device::check(cudaMemcpyAsync(res.data(), residual, n * sizeof(float), cudaMemcpyDeviceToHost, s), who, "read the residual");
-    stream.synchronize();
-    clark_cycle(res.data(), host_mask, nx, limit, sidelobe, gain, p0, niter, patch, psf_patch, out, cleaned, at, fluxes);
-    // The cycle's components, convolved with the whole PSF on the device, off the whole residual.
-    if (at_dev.size() < at.size()) {
-      at_dev = Array<unsigned long long>::device(at.size(), stream);
-      flux_dev = Array<float>::device(at.size(), stream);
+    t = Clock::now();
+    const std::vector<Pixel> pixels = tiles.select(limit, selected, count);
+    active.resize(pixels.size());
+    value.resize(pixels.size());
+    for (std::size_t i = 0; i < pixels.size(); ++i) active[i] = std::size_t(pixels[i].at), value[i] = pixels[i].value;
+    select_s += since(t);
+    t = Clock::now();
+    clark_patch_cycle(active, value, nx, limit, sidelobe, gain, p0, niter, patch, psf_patch, out, cleaned, at, fluxes);
+    patch_s += since(t);
+    ++cycles;
+    selected_most = std::max(selected_most, pixels.size());
+    t = Clock::now();
+    // The cycle's components off the whole residual: directly over each one's overlap with the PSF, or
+    // by the FFT convolution where that moves less memory.
+    double direct = 0;
+    for (std::size_t k : at) {
+      const int x = int(k % std::size_t(nx)), y = int(k / std::size_t(nx));
+      direct += double(std::min(nx, x - pcx + pnx) - std::max(0, x - pcx)) * double(std::min(ny, y - pcy + pny) - std::max(0, y - pcy)) +
+                kLaunchPixels;
     }
-    static_assert(sizeof(std::size_t) == sizeof(unsigned long long));
-    device::check(cudaMemcpyAsync(at_dev.data(), at.data(), at.size() * sizeof(unsigned long long), cudaMemcpyHostToDevice, s), who,
-                  "upload the components");
-    device::check(cudaMemcpyAsync(flux_dev.data(), fluxes.data(), fluxes.size() * sizeof(float), cudaMemcpyHostToDevice, s), who,
-                  "upload the components");
-    device::check(cudaMemsetAsync(work.data(), 0, std::size_t(m) * sizeof(cuFloatComplex), s), who, "zero the work grid");
-    place_components<<<1, 1, 0, s>>>(at_dev.data(), flux_dev.data(), int(at.size()), nx, model, work.data());
-    device::check_launch("deconv.clark: place_components");
-    device::check_cufft(cufftExecC2C(plan.get(), work.data(), work.data(), CUFFT_FORWARD), who, "cufftExecC2C");
-    multiply<<<grid_blocks(m), kThreads, 0, s>>>(work.data(), kernel.data(), m);
-    device::check_launch("deconv.clark: multiply");
-    device::check_cufft(cufftExecC2C(plan.get(), work.data(), work.data(), CUFFT_INVERSE), who, "cufftExecC2C");
-    subtract_convolved<<<grid_blocks((long long)n), kThreads, 0, s>>>(residual, work.data(), nx, ny, 1.0f / float(m));
-    device::check_launch("deconv.clark: subtract_convolved");
-    stream.synchronize();  // the host's component lists are reused next cycle
+    if (direct > kDirectPerFftElement * fft_elements) {
+      if (!fft) fft.emplace(psf, pnx, pny, nx, ny, stream);
+      fft->subtract(residual, model, at, fluxes);
+      tiles.changed(0, 0, nx, ny);
+      subtract_s += since(t);
+      continue;
+    }
+    ++direct_cycles;
+    for (std::size_t i = 0; i < at.size(); ++i) {
+      const int x = int(at[i] % std::size_t(nx)), y = int(at[i] / std::size_t(nx));
+      const int x_lo = std::max(0, x - pcx), x_hi = std::min(nx, x - pcx + pnx);
+      const int y_lo = std::max(0, y - pcy), y_hi = std::min(ny, y - pcy + pny);
+      subtract<<<grid_blocks((long long)(x_hi - x_lo) * (y_hi - y_lo)), kThreads, 0, s>>>(residual, model, nx, psf, pnx, x, y, pcx,
+                                                                                        pcy, x_lo, x_hi, y_lo, y_hi, fluxes[i]);
+      device::check_launch("deconv.clark: subtract");
+    }
+    // The tiles each component's PSF changed (once per pixel: a cycle often takes one pixel again).
+    std::vector<std::size_t> pixels_hit(at);
+    std::sort(pixels_hit.begin(), pixels_hit.end());
+    pixels_hit.erase(std::unique(pixels_hit.begin(), pixels_hit.end()), pixels_hit.end());
+    for (std::size_t k : pixels_hit) {
+      const int x = int(k % std::size_t(nx)), y = int(k / std::size_t(nx));
+      tiles.changed(std::max(0, x - pcx), std::max(0, y - pcy), std::min(nx, x - pcx + pnx), std::min(ny, y - pcy + pny));
+    }
+    subtract_s += since(t);
   }
-  keep_until(stream.record(), {&partial, &bits, &patch_dev, &kernel, &work, &scratch, &at_dev, &flux_dev});
+  char note[200];
+  std::snprintf(note, sizeof note,
+                "%zu Clark cycles (%zu subtracted directly), at most %zu pixels selected; host time %.1f ms selecting, "
+                "%.1f ms in patch cycles, %.1f ms subtracting",
+                cycles, direct_cycles, selected_most, select_s * 1e3, patch_s * 1e3, subtract_s * 1e3);
+  out.detail = note;
+  keep_until(stream.record(), {&bits, &patch_dev, &selected, &count});
   return out;
+}
+
+StartFigures start_figures_cuda(const float* dirty, const std::uint8_t* mask, std::size_t n, const device::Stream& stream) {
+  auto s = static_cast<cudaStream_t>(stream.native());
+  const int blocks = int(std::min<unsigned long long>(kMaxBlocks, (n + kThreads - 1) / kThreads));
+  auto partial = Array<Peak>::device(std::size_t(blocks) + 1, stream);
+  StartFigures f;
+  f.peak = std::max(0.0, double(find_peak(dirty, mask, n, partial, blocks, s, stream).abs));
+  keep_until(stream.record(), {&partial});
+  // robust_rms(): 1.4826 x the median of |value - median| over the finite pixels within the mask, the
+  // medians the elements at size / 2 in order.
+  unsigned long long total = 0;
+  const double median = median_of(false, dirty, mask, n, 0, total, blocks, s, stream);
+  if (total > 0) f.noise = 1.4826 * double(median_of(true, dirty, mask, n, median, total, blocks, s, stream));
+  return f;
+}
+
+double model_flux_cuda(const float* model, std::size_t n, const device::Stream& stream) {
+  auto s = static_cast<cudaStream_t>(stream.native());
+  const int blocks = int(std::min<unsigned long long>(kMaxBlocks, (n + kThreads - 1) / kThreads));
+  auto buffer = Array<Pixel>::device(std::size_t(1) << 16, stream);
+  auto count = Array<unsigned long long>::device(1, stream);
+  // The non-zero pixels, summed in pixel order: model_flux()'s sum (its zeros add nothing).
+  double sum = 0;
+  for (const Pixel& p : select_pixels(model, nullptr, n, 0.0, buffer, count, blocks, s, stream)) sum += p.value;
+  keep_until(stream.record(), {&buffer, &count});
+  return sum;
+}
+
+void restore_cuda(const float* model, const float* residual, float* restored, int nx, int ny, const Gaussian& g,
+                  const device::Stream& stream) {
+  auto s = static_cast<cudaStream_t>(stream.native());
+  const std::size_t n = std::size_t(nx) * std::size_t(ny);
+  const int blocks = int(std::min<unsigned long long>(kMaxBlocks, (n + kThreads - 1) / kThreads));
+  device::check(cudaMemcpyAsync(restored, residual, n * sizeof(float), cudaMemcpyDeviceToDevice, s), "deconv.restore (cuda)",
+                "copy the residual");
+  auto buffer = Array<Pixel>::device(std::size_t(1) << 16, stream);
+  auto count = Array<unsigned long long>::device(1, stream);
+  // The components: the model's non-zero pixels, which select_pixels() leaves in `buffer`.
+  const std::size_t comps = select_pixels(model, nullptr, n, 0.0, buffer, count, blocks, s, stream).size();
+  // restore()'s reach: where the Gaussian falls below 1e-7 of its peak along its major axis.
+  const double lmin = (g.a + g.c) / 2 - std::hypot((g.a - g.c) / 2, g.b);
+  const int reach = int(std::ceil(std::sqrt(std::log(1e7) / lmin)));
+  if (comps > 0) {
+    add_gaussians<<<unsigned(comps), kThreads, 0, s>>>(buffer.data(), nx, ny, reach, g.a, g.b, g.c, restored);
+    device::check_launch("deconv.restore: add_gaussians");
+  }
+  keep_until(stream.record(), {&buffer, &count});
 }
 
 }  // namespace uvflow::clean

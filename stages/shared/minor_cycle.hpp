@@ -89,7 +89,7 @@ class MinorCycleBase : public DeclaredStage<decl> {
     mask_ = MaskSource(p.mask ? p.mask->string() : "", boxes_of(p.boxes, "boxes"));
   }
   void prepare(PrepareContext& pc) override {
-    if (const PortShape& s = pc.input(kDirty); s.sized()) mask_.get(s.nx, s.ny);
+    if (const PortShape& s = pc.input(kDirty); s.sized() && !mask_.all()) mask_.get(s.nx, s.ny);
   }
 
  protected:
