@@ -1,5 +1,5 @@
-// Loops on the GPU: vis.subtract's cuda backend against its cpu backend (the model's uvw shared with
-// the data's, or copies of them compared on the device), and pipelines/clean_image_gpu.yaml against
+// Loops on the GPU: vis.subtract's and vis.unit's cuda backends against their cpu backends (the model's
+// uvw shared with the data's, or copies of them compared on the device), and pipelines/clean_image_gpu.yaml against
 // pipelines/clean_image.yaml, with the visibilities uploaded once, before the major cycles, and no
 // transfer in the loop. Skips without a CUDA device.
 #include <gtest/gtest.h>
@@ -14,6 +14,7 @@
 #include "runtime/payloads/vis.hpp"
 #include "stages/builtin.hpp"
 #include "stages/vis/subtract.hpp"
+#include "stages/vis/unit.hpp"
 #include "tests/support/fits_read.hpp"
 #include "tests/support/gpu_test.hpp"
 #include "tests/support/seeds.hpp"
@@ -74,6 +75,27 @@ TEST_F(GpuLoop, SubtractMatchesTheCpuBackend) {
     } catch (const InputError& e) {
       EXPECT_NE(std::string(e.what()).find("visibility 77777 has another vv"), std::string::npos) << e.what();
     }
+  }
+}
+
+// vis.unit's cuda backend: ones on the device, every other array the input's (shared, not copied).
+TEST_F(GpuLoop, UnitMatchesTheCpuBackend) {
+  for (auto seed : test::seeds(62)) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    auto d = random_vis(70001, rng);
+    StageHarness cpu(vis_unit::spec(), "cpu");
+    cpu.process({{"vis", d}});
+    auto want = cpu.output<VisBlock>("vis");
+    auto dd = moved(std::shared_ptr<const VisBlock>(d), Location::device);
+    StageHarness gpu(vis_unit::spec(), "cuda");
+    gpu.process({{"vis", dd}});
+    auto on_device = gpu.output<VisBlock>("vis");
+    EXPECT_EQ(on_device->ww.storage(), dd->ww.storage());
+    EXPECT_EQ(on_device->weight.storage(), dd->weight.storage());
+    auto got = moved(on_device, Location::host);
+    ASSERT_EQ(got->size(), want->size());
+    for (std::size_t k = 0; k < want->size(); ++k) ASSERT_EQ(got->vis[k], want->vis[k]) << k;
   }
 }
 

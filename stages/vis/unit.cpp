@@ -22,6 +22,6 @@ class Unit : public DeclaredStage<decl> {
 
 }  // namespace
 
-StageSpec spec() { return decl.spec({cpu_backend<Unit>()}); }
+StageSpec spec() { return decl.spec({cpu_backend<Unit>(), UVFLOW_CUDA_BACKEND(make_cuda)}); }
 
 }  // namespace uvflow::vis_unit

@@ -8,8 +8,8 @@
 
 namespace uvflow::vis_unit {
 
-inline constexpr In<VisBlock> vis{.name = "vis", .residency = Residency::host, .doc = "visibilities"};
-inline constexpr Out<VisBlock> unit{.name = "vis", .residency = Residency::host, .doc = "`vis` with every visibility 1"};
+inline constexpr In<VisBlock> vis{.name = "vis", .doc = "visibilities"};
+inline constexpr Out<VisBlock> unit{.name = "vis", .doc = "`vis` with every visibility 1"};
 
 struct Params {};
 
@@ -20,13 +20,16 @@ inline const StageDecl<Params> decl{
            "the input's. Gridded, transformed and grid-corrected like the data, they give the dirty beam (PSF) "
            "of the same weights and gridder: the image of a 1 Jy source at the phase centre, peak 1 at pixel "
            "(N/2, N/2). Give the PSF chain's kernels.wproj twice the image size so that deconv.hogbom can "
-           "subtract the PSF from any pixel of the image (pipelines/clean_image.yaml). Tested for the "
-           "arrays it keeps and, in that pipeline, for a PSF of peak 1 at its centre, its largest pixel.",
+           "subtract the PSF from any pixel of the image (pipelines/clean_image.yaml). cuda: the same on "
+           "device-resident blocks (those the data's chain uploads, so a GPU PSF chain needs no second "
+           "upload), a fill kernel on the stage's stream. Tested for the arrays it keeps (cuda against cpu) "
+           "and, in that pipeline, for a PSF of peak 1 at its centre, its largest pixel.",
     .inputs = {vis},
     .outputs = {unit},
     .concurrency = Concurrency::parallel,
 };
 
 StageSpec spec();
+std::unique_ptr<Stage> make_cuda();  // stages/vis/unit.cu
 
 }  // namespace uvflow::vis_unit
