@@ -42,8 +42,8 @@ enum class Op { sum, min, max };
 // buffer of the whole array (an 18000^2 complex grid is 2.6 GB).
 inline constexpr std::size_t kDefaultChunkBytes = std::size_t(64) << 20;
 
-// Element-wise `op` over every rank of `in`, into `out` on rank 0 only (`out` is not touched
-// elsewhere and may be null there). `in` and `out` may be the same array.
+// The sum over every rank of `in`, into `out` on rank 0 only (`out` is not touched elsewhere and
+// may be null there). `in` and `out` may be the same array.
 void reduce_to_root(const float* in, float* out, std::size_t n, std::size_t chunk_bytes = kDefaultChunkBytes);
 void reduce_to_root(const double* in, double* out, std::size_t n, std::size_t chunk_bytes = kDefaultChunkBytes);
 // Element-wise `op` over every rank, into `out` on every rank (in and out may be the same).

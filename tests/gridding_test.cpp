@@ -40,8 +40,10 @@ using Blocks = std::vector<std::shared_ptr<const VisBlock>>;
 struct Tiling {
   int tile_u = 64, tile_v = 64;
   std::int64_t central_box = 2;
+  std::string accumulate = "float";
   std::string str() const {
-    return "tiles " + std::to_string(tile_u) + "x" + std::to_string(tile_v) + ", central_box " + std::to_string(central_box);
+    return "tiles " + std::to_string(tile_u) + "x" + std::to_string(tile_v) + ", central_box " + std::to_string(central_box) +
+           ", accumulate " + accumulate;
   }
 };
 
@@ -73,7 +75,7 @@ Chain run_chain(std::shared_ptr<const KernelStack> ks, const Blocks& blocks, con
 
 GridRun run_tiled(std::shared_ptr<const KernelStack> ks, const Blocks& blocks, const Tiling& t) {
   const Chain c = run_chain(ks, blocks, t);
-  StageHarness h(grid_tiled::spec(), "cpu", {{"central_box", t.central_box}});
+  StageHarness h(grid_tiled::spec(), "cpu", {{"central_box", t.central_box}, {"accumulate", t.accumulate}});
   h.set_input("kernels", ks);
   for (auto& b : c.buckets) h.process({{"buckets", b}});
   h.finish();
@@ -106,11 +108,13 @@ void check_gridders(std::shared_ptr<const KernelStack> ks, const Blocks& blocks,
     SCOPED_TRACE("grid.serial");
     expect_matches(run_gridder(grid_serial::spec(), "cpu", ks, blocks), ref);
   }
-  for (const Tiling& t : tilings)
-    for (int threads : {1, 2, 8}) {
-      SCOPED_TRACE("grid.tiled, " + t.str() + ", " + std::to_string(threads) + " threads");
-      expect_matches(run_tiled(ks, blocks, t, threads), ref);
-    }
+  for (Tiling t : tilings)
+    for (const char* accumulate : {"float", "double"})
+      for (int threads : {1, 2, 8}) {
+        t.accumulate = accumulate;
+        SCOPED_TRACE("grid.tiled, " + t.str() + ", " + std::to_string(threads) + " threads");
+        expect_matches(run_tiled(ks, blocks, t, threads), ref);
+      }
 }
 
 const std::vector<Tiling> kTilings = {{64, 64, 2}, {16, 16, -1}, {8, 16, 1}, {7, 13, 0}, {16, 16, 100000}};
@@ -261,6 +265,44 @@ TEST(GridSerialTiled, SeveralBlocksIntoOneGrid) {
     Blocks blocks = {make_block(*ks, slice(0, 3000), 0), make_block(*ks, {}, 1), make_block(*ks, slice(3000, 9000), 2),
                      make_block(*ks, off_grid, 3), carrying};
     check_gridders(ks, blocks, {{64, 64, 2}, {16, 32, -1}, {16, 16, 100000}});
+  }
+}
+
+TEST(GridSerialTiled, AccumulateDoubleSumsBlocksInDoubleAndRoundsOnce) {
+  // Without a central box every cell belongs to one tile, which grids each block's share of the
+  // cell in float: with accumulate: double, the grid of several blocks must be each block's grid
+  // alone, summed in double in block order and rounded to float once (what makes a grid independent
+  // of how the blocks are spread over MPI ranks). Summed in float, some cells of this dense core
+  // differ (accumulate: float does).
+  for (auto seed : test::seeds(20261124ULL)) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    auto ks = random_kernel_stack(rng, 9, 6, 4, 96);
+    auto v = concat(random_vis(rng, *ks, 4000), hot_cell_vis(rng, *ks, 4000, 0, 0));
+    std::shuffle(v.begin(), v.end(), rng);
+    Blocks blocks;
+    for (int b = 0; b < 8; ++b)
+      blocks.push_back(make_block(*ks, std::vector<VisAt>(v.begin() + b * 1000, v.begin() + (b + 1) * 1000), b));
+    const Tiling tiling{16, 16, -1, "double"};
+    const GridRun all = run_tiled(ks, blocks, tiling, 2), all_float = run_tiled(ks, blocks, {16, 16, -1, "float"}, 2);
+    std::vector<cdouble> sum(all.grid->cells.size());
+    std::vector<cfloat> float_sum(sum.size());
+    for (const auto& block : blocks) {
+      const GridRun one = run_tiled(ks, {block}, tiling, 2);
+      for (std::size_t i = 0; i < sum.size(); ++i) {
+        sum[i] += cdouble(one.grid->cells[i]);
+        float_sum[i] += one.grid->cells[i];
+      }
+    }
+    std::size_t differ = 0, float_differs = 0, float_run_differs = 0;
+    for (std::size_t i = 0; i < sum.size(); ++i) {
+      differ += all.grid->cells[i] != cfloat(sum[i]);
+      float_differs += float_sum[i] != cfloat(sum[i]);
+      float_run_differs += all_float.grid->cells[i] != cfloat(sum[i]);
+    }
+    EXPECT_EQ(differ, 0u);
+    EXPECT_GT(float_differs, 0u);  // the test can tell a float sum over blocks
+    EXPECT_GT(float_run_differs, 0u);
   }
 }
 

@@ -20,6 +20,11 @@ struct Grid : PayloadOf<Grid, kGrid> {
   // norm = sum of weight * sum Re(C) over gridded visibilities (double), gridded = visibilities
   // convolved onto the grid, skipped = visibilities whose footprint left the grid.
   Array<double> totals;
+  // The cells in double, before their rounding to `cells`, where a reduction over MPI ranks follows
+  // a gridder that sums in double (grid.tiled's cpu backend, accumulate: double, in a run of several
+  // ranks): the sum of these is rounded once, so that the grid does not depend on the number of
+  // ranks. Empty otherwise.
+  Array<cdouble> cells64;
 
   static Grid zeros_on_host(const GridGeometry& g, std::shared_ptr<const Observation> obs, bool pinned = false);
   // On the device, zeroed on `s` (in stream order: no wait).
@@ -27,7 +32,7 @@ struct Grid : PayloadOf<Grid, kGrid> {
   double norm() const { return totals[0]; }  // host grids only
   std::int64_t gridded() const { return std::int64_t(totals[1]); }
   std::int64_t skipped() const { return std::int64_t(totals[2]); }
-  template <class F> void each_array(F&& f) { f(cells); f(totals); }
+  template <class F> void each_array(F&& f) { f(cells); f(totals); f(cells64); }
 };
 
 inline Grid Grid::zeros_on_host(const GridGeometry& g, std::shared_ptr<const Observation> obs, bool pinned) {

@@ -10,9 +10,11 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <climits>
 #include <cstdlib>
 #include <vector>
 
+#include "runtime/dist.hpp"
 #include "runtime/error.hpp"
 #include "runtime/payloads/kernels.hpp"
 #include "runtime/payloads/tiles.hpp"
@@ -79,6 +81,18 @@ class TileGridder {
     return sum;
   }
 
+  // The cells that entries [e0, e1) of tile t touch, clipped to the tile, as a box (u0 > u1 when none).
+  CellBox touched(std::int64_t t, std::int64_t e0, std::int64_t e1) const {
+    const CellBox b = cells(t);
+    CellBox box{b.u1 + 1, b.u0 - 1, b.v1 + 1, b.v0 - 1};
+    for (std::int64_t e = e0; e < e1; ++e) {
+      const GridCoord& c = coords_[entries_[e]];
+      box = {std::min(box.u0, std::max(b.u0, c.u - c.support)), std::max(box.u1, std::min(b.u1, c.u + c.support)),
+             std::min(box.v0, std::max(b.v0, c.v - c.support)), std::max(box.v1, std::min(b.v1, c.v + c.support))};
+    }
+    return box;
+  }
+
   // Grids entries [e0, e1) of tile t, each footprint clipped to the tile, into `target`: a
   // row-major array whose element 0 is grid cell (origin_u, origin_v), rows `stride` apart.
   void grid(std::int64_t t, std::int64_t e0, std::int64_t e1, cfloat* target, int origin_u, int origin_v,
@@ -136,6 +150,7 @@ class TiledGridder : public DeclaredStage<decl> {
  public:
   void check(const Params& p) override {
     central_box_ = p.central_box;
+    in_double_ = p.accumulate == "double";
     if (p.variant != "uvflow")
       throw ParamError("variant", "'" + p.variant + "' is a cuda design; the cpu backend has one (uvflow)");
   }
@@ -174,6 +189,18 @@ class TiledGridder : public DeclaredStage<decl> {
 
   void finish(Context& ctx) override {
     if (!grid_) grid_ = std::make_shared<Grid>(Grid::zeros_on_host(ctx.in(kernels)->geom, nullptr));
+    if (!sum_.empty()) {  // rounded to float once, cell by cell, where the blocks reached
+      const std::int64_t grid_size = grid_->geom.grid_size;
+      cfloat* cells = grid_->cells.data();
+      const cdouble* sum = sum_.data();
+      tbb::parallel_for(std::int64_t(active_.v0), std::int64_t(active_.v1) + 1, [&](std::int64_t v) {
+        for (std::int64_t i = v * grid_size + active_.u0; i <= v * grid_size + active_.u1; ++i) cells[i] = cfloat(sum[i]);
+      });
+      // mpi.reduce_grid sums the ranks' double cells; one process needs them no more.
+      if (dist::size() > 1) grid_->cells64 = sum_;
+      sum_ = {};
+      active_ = kNoCells;
+    }
     ctx.emit(grid, grid_);
   }
 
@@ -223,8 +250,22 @@ class TiledGridder : public DeclaredStage<decl> {
     const TileLayout& l = b.layout;
     const TileGridder tiles(b, ks);
     const std::int64_t* offsets = tiles.offsets();
-    const int grid_size = ks.geom.grid_size;
+    const std::int64_t grid_size = ks.geom.grid_size;
     cfloat* cells = grid_->cells.data();
+    if (in_double_ && sum_.empty()) {
+      // calloc takes fresh pages, which the system has zeroed: no pass over the whole grid (an
+      // 18000^2 grid is 5.2 GB in double, of which gridding touches only the part the blocks reach).
+      const std::size_t n = std::size_t(grid_size * grid_size);
+      void* p = std::calloc(n, sizeof(cdouble));
+      if (!p) throw OutOfMemory(n * sizeof(cdouble), "grid.tiled's double grid");
+      sum_ = Array<cdouble>::external(static_cast<cdouble*>(p), n, Location::host, std::shared_ptr<void>(p, std::free));
+    }
+    if (in_double_)
+      active_ = {std::min(active_.u0, std::max(0, l.origin_u)),
+                 std::max(active_.u1, std::min(int(grid_size) - 1, l.origin_u + int(l.ntiles_u) * l.tile_u - 1)),
+                 std::min(active_.v0, std::max(0, l.origin_v)),
+                 std::max(active_.v1, std::min(int(grid_size) - 1, l.origin_v + int(l.ntiles_v) * l.tile_v - 1))};
+    cdouble* sum = sum_.data();  // null in float
 
     // Central box: tile ranges clipped to the layout; empty when there is none.
     std::int64_t cu0 = 0, cu1 = -1, cv0 = 0, cv1 = -1;
@@ -250,7 +291,9 @@ class TiledGridder : public DeclaredStage<decl> {
     std::sort(queue.begin(), queue.end(), [](auto& a, auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
 
     // Outer tiles: one task owns a tile, so no two threads write one cell. Each worker takes the
-    // next tile of the sorted queue, so the big tiles start first and the small ones fill in.
+    // next tile of the sorted queue, so the big tiles start first and the small ones fill in. It
+    // grids the tile into the float grid; in double, the float grid is zero between blocks: the
+    // worker then adds the cells it touched into the double sum and zeroes them again.
     auto outer = [&] {
       std::atomic<std::size_t> next{0};
       tbb::parallel_for(
@@ -259,6 +302,10 @@ class TiledGridder : public DeclaredStage<decl> {
             for (std::size_t q; (q = next.fetch_add(1, std::memory_order_relaxed)) < queue.size();) {
               const std::int64_t t = queue[q].second;
               tiles.grid(t, offsets[t], offsets[t + 1], cells, 0, 0, grid_size);
+              if (!in_double_) continue;
+              const CellBox touched = tiles.touched(t, offsets[t], offsets[t + 1]);
+              for (std::int64_t v = touched.v0; v <= touched.v1; ++v)
+                add_into(sum + v * grid_size + touched.u0, cells + v * grid_size + touched.u0, touched.u1 - touched.u0 + 1);
             }
           },
           tbb::simple_partitioner{});
@@ -273,9 +320,9 @@ class TiledGridder : public DeclaredStage<decl> {
     // order: the same sums in the same order whatever the threads do, so the grid is
     // bit-for-bit reproducible (per-thread copies were summed in whichever order threads ran).
     const CellBox box{std::max(0, l.origin_u + int(cu0) * l.tile_u),
-                      std::min(grid_size - 1, l.origin_u + int(cu1 + 1) * l.tile_u - 1),
+                      std::min(int(grid_size) - 1, l.origin_u + int(cu1 + 1) * l.tile_u - 1),
                       std::max(0, l.origin_v + int(cv0) * l.tile_v),
-                      std::min(grid_size - 1, l.origin_v + int(cv1 + 1) * l.tile_v - 1)};
+                      std::min(int(grid_size) - 1, l.origin_v + int(cv1 + 1) * l.tile_v - 1)};
     const std::int64_t width = box.u1 - box.u0 + 1, height = box.v1 - box.v0 + 1;
     std::vector<std::int64_t> start(central.size() + 1, 0);  // central entries, numbered tile after tile
     for (std::size_t i = 0; i < central.size(); ++i) start[i + 1] = start[i] + offsets[central[i] + 1] - offsets[central[i]];
@@ -295,22 +342,40 @@ class TiledGridder : public DeclaredStage<decl> {
       });
     };
     tbb::parallel_invoke(outer, centre);
-    // Sum the copies into the grid and clear them for the next block.
+    // Add the copies into the grid (or the double sum) and clear them for the next block.
     tbb::parallel_for(std::int64_t(0), height, [&](std::int64_t y) {
-      cfloat* row = cells + (box.v0 + y) * std::int64_t(grid_size) + box.u0;
+      const std::int64_t at = (box.v0 + y) * grid_size + box.u0;
       for (auto& copy : parts_) {
-        cfloat* part = copy.data() + y * width;
-        for (std::int64_t x = 0; x < width; ++x) row[x] += part[x];
-        std::fill(part, part + width, cfloat(0));
+        if (in_double_) add_into(sum + at, copy.data() + y * width, width);
+        else add_into(cells + at, copy.data() + y * width, width);
       }
     });
+  }
+
+  // sum[x] += part[x] in T's precision, then part[x] = 0, for n cells.
+  template <class T>
+  static void add_into(std::complex<T>* __restrict sum, cfloat* __restrict part, std::int64_t n) {
+    T* s = reinterpret_cast<T*>(sum);
+    float* p = reinterpret_cast<float*>(part);
+    for (std::int64_t x = 0; x < 2 * n; ++x) s[x] += T(p[x]);
+    std::fill(p, p + 2 * n, 0.0f);
   }
 
   // Parts of the central box's entries: enough to keep 16 threads busy beside the outer tiles.
   static constexpr int kCentralParts = 16;
 
   std::int64_t central_box_ = 2;
+  bool in_double_ = false;  // accumulate: double
   std::shared_ptr<Grid> grid_;
+  // accumulate: double: the grid's sum over blocks, in double. Each block's tile (and central box)
+  // is gridded in float, as grid.serial does, and added here once, so that the grid does not depend
+  // on how the blocks were spread over MPI ranks (mpi.reduce_grid sums these) beyond one rounding
+  // to float at the end. Allocated at the first block, released (or handed to the reduction) when
+  // the grid is emitted.
+  Array<cdouble> sum_;
+  static constexpr CellBox kNoCells{INT_MAX, -1, INT_MAX, -1};
+  CellBox active_ = kNoCells;  // the cells the blocks' tile layouts cover: all that sum_ can hold
+
   std::array<std::vector<cfloat>, kCentralParts> parts_;  // copies of the central box, zero between blocks
 };
 

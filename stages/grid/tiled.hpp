@@ -25,6 +25,7 @@ inline constexpr Out<Grid> grid{
 struct Params {
   std::string variant = "uvflow";
   std::int64_t central_box = 2;
+  std::string accumulate = "float";
   std::int64_t entries_per_item = 256;
   std::int64_t register_columns = 8;
   std::int64_t nag_blocks_per_tile = 16;
@@ -45,7 +46,9 @@ inline const StageDecl<Params> decl{
         "into its own copy of the box, and the copies are summed into the grid afterwards in part order (Listing 11, "
         "with parts instead of threads so that the grid is bit-for-bit the same on any number of threads); it runs "
         "alongside the outer tiles. Updates are grid += (vis*weight)*C with C conjugated when ww > 0, in single precision with "
-        "grid.serial's operation order; the norm is sum of weight * footprint_sum in double. Tested with the whole "
+        "grid.serial's operation order; with `accumulate: double` only within a block, each block's share of a tile "
+        "(or of the central box) then being added into a double-precision grid, rounded to float once (see the "
+        "parameter). The norm is sum of weight * footprint_sum in double. Tested with the whole "
         "chain (uvw.w_sort, uvw.bounding_box, tiles.count, tiles.bucket_sort) against an independent "
         "double-precision Listing 1: relative Frobenius norm below 1e-5, same norm and skipped count, for several "
         "tile sizes and central boxes, grid edges, w of both signs, a dense core and several blocks. "
@@ -75,6 +78,18 @@ inline const StageDecl<Params> decl{
                         "gridded in parallel into copies of the box (cpu: 16 copies, one per fixed part), "
                         "or by nag_blocks_per_central_tile blocks each (nag); -1: no central box. 2 suits 64 x 64 "
                         "tiles on SKA-like data (NAG used 6 x 6 tiles)"}},
+               {&Params::accumulate,
+                {.name = "accumulate",
+                 .choices = {"float", "double"},
+                 .doc = "cpu: float: every block adds into the float grid, so the grid depends on the order of "
+                        "the blocks and, under mpirun, on the number of ranks (about 1e-5 of the image's peak); "
+                        "double: each block's share of a tile is added into a double grid, rounded to float once, "
+                        "and mpi.reduce_grid sums the ranks' double grids: the image does not depend on how the "
+                        "blocks are spread over MPI ranks (the *_mpi.yaml pipelines set it; docs/distributed.md). "
+                        "It costs 16 bytes per grid cell the blocks reach, and the time to add each block's tiles "
+                        "into it: nothing measurable on the synthetic preset, 4 to 17 % of grid.tiled's time on "
+                        "EL56-82 (few updates per cell per block) on 2 cores (bench/results/mpi_cpu.md). The cuda "
+                        "backend sums in float (atomics) whatever this says"}},
                {&Params::entries_per_item,
                 {.name = "entries_per_item",
                  .unit = "entries",

@@ -1,10 +1,25 @@
 #include "stages/mpi/reduce_grid.hpp"
 
+#include <algorithm>
+#include <vector>
+
 #include "runtime/dist.hpp"
 #include "runtime/error.hpp"
 
 namespace uvflow::mpi_reduce_grid {
 namespace {
+
+// The sum over the ranks of `n` doubles of `in`, chunk by chunk, rounded to float once into `out`
+// on rank 0 (null elsewhere).
+void sum_to_root(const double* in, float* out, std::size_t n, std::size_t chunk_bytes) {
+  const std::size_t step = std::max<std::size_t>(1, chunk_bytes / sizeof(double));
+  std::vector<double> sum(out ? std::min(step, n) : 0);
+  for (std::size_t i = 0; i < n; i += step) {
+    const std::size_t m = std::min(step, n - i);
+    dist::reduce_to_root(in + i, out ? sum.data() : nullptr, m, chunk_bytes);
+    if (out) std::copy(sum.begin(), sum.begin() + std::ptrdiff_t(m), out + i);
+  }
+}
 
 class ReduceGrid final : public DeclaredStage<decl> {
  public:
@@ -19,10 +34,15 @@ class ReduceGrid final : public DeclaredStage<decl> {
         out->cells = Array<cfloat>::host(in->cells.size(), pinned_);
         out->totals = Array<double>::host(in->totals.size());
       }
-      // A complex sum is the sum of the real and of the imaginary parts: 2n floats.
-      dist::reduce_to_root(reinterpret_cast<const float*>(in->cells.data()),
-                           root ? reinterpret_cast<float*>(out->cells.data()) : nullptr, 2 * in->cells.size(),
-                           std::size_t(params().chunk_mb) << 20);
+      // A complex sum is the sum of the real and of the imaginary parts: 2n values. The double
+      // cells of every rank (grid.tiled's cpu backend) when all have them, else the float cells.
+      const std::size_t n = 2 * in->cells.size(), chunk = std::size_t(params().chunk_mb) << 20;
+      float* sum = root ? reinterpret_cast<float*>(out->cells.data()) : nullptr;
+      std::int64_t exact = in->cells64.size() == in->cells.size();
+      dist::all_reduce(&exact, &exact, 1, dist::Op::min);
+      if (exact) sum_to_root(reinterpret_cast<const double*>(in->cells64.data()), sum, n, chunk);
+      else dist::reduce_to_root(reinterpret_cast<const float*>(in->cells.data()), sum, n, chunk);
+      out->cells64 = {};
       dist::reduce_to_root(in->totals.data(), root ? out->totals.data() : nullptr, in->totals.size());
       if (root) check_counted_once(*out);
     }

@@ -33,15 +33,20 @@ inline const StageDecl<Params> decl{
            "ranks leave them out of their plan (`uvflow run` does this; `uvflow check` and `plan` show the whole "
            "pipeline). In a run of one process the grid passes through unchanged (nothing is copied). A cuda "
            "gridder's grid comes down through the transfer the planner inserts, and the sum goes back up for the "
-           "FFT on rank 0. The sum over ranks is in float, in MPI's order: images from 1, 2 and 4 ranks agree to "
-           "about 1e-5 of the peak, as one process does when only its block size changes (tests/mpi_test.sh). More visibilities "
+           "FFT on rank 0. When every rank's gridder kept its grid in double (grid.tiled's cpu backend with accumulate: "
+           "double, as the *_mpi.yaml pipelines set) the double grids "
+           "are summed, in double, and rounded to float once on rank 0 (8 bytes per float of the grid on the wire): the "
+           "image does not depend on the number of ranks (np 1, 2 and 4 give one process's image, bit for bit, in "
+           "tests/mpi_test.sh, which allows 1e-6 of the peak). Other gridders' float grids are summed in float, in "
+           "MPI's order (4 bytes per float): images from 1, 2 and 4 ranks then differ by about 1e-5 of the peak. "
+           "More visibilities "
            "gridded (and skipped) over the ranks than the visibility set has is an error: a source feeding the "
            "gridder was left at share: none, so every rank gridded every visibility.",
     .inputs = {grid_in},
     .outputs = {grid_out},
     .params = {{&Params::chunk_mb,
                 {.name = "chunk_mb", .unit = "MB", .min = 1.0, .max = 2047.0,
-                 .doc = "the largest piece of the grid one MPI_Reduce sums"}}},
+                 .doc = "the largest piece of the grid (in double, or float) one MPI_Reduce sums"}}},
     .concurrency = Concurrency::serial,
     .output_on_root = true,
     .describe = [](const Params&, const PortShapes& in) {
