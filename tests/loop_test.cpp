@@ -23,6 +23,7 @@
 #include "stages/builtin.hpp"
 #include "stages/io/write_fits.hpp"
 #include "tests/support/fits_read.hpp"
+#include "tests/support/gauss_fit.hpp"
 #include "tests/support/seeds.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/test_stages.hpp"
@@ -511,8 +512,15 @@ TEST_P(CleanImagePipeline, MajorCyclesRecoverEverySourceResidualIsNoise) {
         if (at(model, x, y) > best) best = at(model, x, y), bx = x, by = y;
       }
     const double rpeak = at(restored, s.x, s.y);
-    std::printf("source (%d, %d) %.2f Jy: model %.5f Jy (%+.3f %%), restored peak %.5f Jy/beam (%+.3f %%)\n", s.x, s.y,
-                s.flux, near, 100 * (near / s.flux - 1), rpeak, 100 * (rpeak / s.flux - 1));
+    // The other measure: a Gaussian fitted to the restored source (the restoring beam's
+    // main lobe, 7 x 7 pixels), its amplitude the source's flux and its centre the source's pixel.
+    const test::Gaussian2D fit = test::fit_gaussian(restored.pixels, n, n, s.x, s.y, 3, 1.5);
+    std::printf("source (%d, %d) %.2f Jy: model %.5f Jy (%+.3f %%), restored peak %.5f Jy/beam (%+.3f %%), Gaussian "
+                "fit %.5f Jy (%+.3f %%) at (%.3f, %.3f)\n", s.x, s.y, s.flux, near, 100 * (near / s.flux - 1), rpeak,
+                100 * (rpeak / s.flux - 1), fit.amplitude, 100 * (fit.amplitude / s.flux - 1), fit.x0, fit.y0);
+    EXPECT_NEAR(fit.amplitude, s.flux, 0.01 * s.flux) << s.x << ", " << s.y;
+    EXPECT_NEAR(fit.x0, s.x, 0.1) << s.x << ", " << s.y;
+    EXPECT_NEAR(fit.y0, s.y, 0.1) << s.x << ", " << s.y;
     EXPECT_NEAR(near, s.flux, 0.01 * s.flux + 3.0 * last.noise) << s.x << ", " << s.y;
     EXPECT_EQ(bx, s.x);
     EXPECT_EQ(by, s.y);
