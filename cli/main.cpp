@@ -191,16 +191,27 @@ int main(int argc, char** argv) {
           print_warnings(pf, quiet, &shown);
           if (!pf.errors.empty()) throw ConfigError(pf.errors);
           // The options not chosen are validated too, each as if chosen (a --set of the user's wins).
+          // The user's settings of stages that option does not have are left out: they are for the
+          // option chosen (found by loading it once with the variables and choices alone).
+          auto head = [](const std::string& s) { return s.substr(0, s.find_first_of(".=")); };
           for (auto& c : p.choices)
             for (auto& o : c.options) {
               const std::string key = c.id + ".choose=";
               if (o == c.chosen || std::any_of(sets.begin(), sets.end(), [&](auto& s) { return s.rfind(key, 0) == 0; }))
                 continue;
-              std::vector<std::string> with = sets;
-              with.push_back(key + o);
+              std::set<std::string> keep = {"vars", "run"};
+              for (auto& other : p.choices) keep.insert(other.id);
+              auto kept = [&] {
+                std::vector<std::string> with;
+                for (auto& s : sets)
+                  if (keep.count(head(s))) with.push_back(s);
+                with.push_back(key + o);
+                return with;
+              };
               std::vector<Diagnostic> errors;
               try {
-                Plan alt = load_plan(f, with, registry, search);
+                for (auto& st : load_plan(f, kept(), registry, search).stages) keep.insert(st.id);
+                Plan alt = load_plan(f, kept(), registry, search);
                 const PreflightResult apf = preflight(alt, PreflightFor::check, registry, search);
                 print_warnings(apf, quiet, &shown);
                 errors = apf.errors;

@@ -92,6 +92,16 @@ run check "$src/pipelines/dirty_image.yaml" --set vars.npx=1024
 check "--set of an unknown variable exits 3" [ "$rc" -eq 3 ]
 check "--set of an unknown variable: did you mean" grep -q "^--set vars.npx=1024: error: no variable 'npx' to set (did you mean 'npix'?)$" err.txt
 
+# Choices: check validates every option; a --set for the chosen option's stages is not held against
+# the others; an error in an option not chosen is named with the option.
+run check "$src/pipelines/dirty_image.yaml" --set vars.method=wstack --set wstack.epsilon=1e-5
+check "choice: settings of the chosen option pass" [ "$rc" -eq 0 ]
+sed 's/oversample: 4}/oversample: 3}/' "$src/pipelines/dirty_image.yaml" > choice.yaml
+run check choice.yaml --set vars.method=wstack
+check "choice: an error in the option not chosen fails check" [ "$rc" -eq 3 ]
+check "choice: the error names the option" grep -q "^choice.yaml:[0-9]*:[0-9]*: error: with imaging.choose=wproj: " err.txt
+rm -f choice.yaml
+
 # Plugins: never from the working directory, even when one of the right name is there.
 mkdir planted && cp "$plugins/test_stages_plugin.so" planted/
 (cd planted && "$uvflow" check "$src/tests/pipelines/slow.yaml" >../out.txt 2>../err.txt)
