@@ -9,6 +9,7 @@
 #include "stages/fft/grid_to_image.hpp"
 #include "stages/fft/image_to_grid.hpp"
 #include "stages/grid/atomic.hpp"
+#include "stages/grid/moving_window.hpp"
 #include "stages/grid/serial.hpp"
 #include "stages/grid/tiled.hpp"
 #include "stages/grid/wstack.hpp"
@@ -50,6 +51,7 @@ void register_builtin_stages(Registry& r) {
   r.add(transfer_to_device::spec());
   r.add(transfer_to_host::spec());
   r.add(grid_atomic::spec());
+  r.add(grid_moving_window::spec());
   r.add(grid_serial::spec());
   r.add(degrid_serial::spec());
   r.add(degrid_wproj::spec());
