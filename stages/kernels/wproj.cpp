@@ -456,6 +456,9 @@ class WProj : public DeclaredStage<kernels_wproj::decl> {
     const WProjSizes z = wproj_sizes(unbounded, Observation{});
     if (s_.epsilon > 0 && s_.w_planes > 0)
       spdlog::warn("kernels.wproj: w_planes {} is ignored: epsilon {} chooses the planes", s_.w_planes, fmt_g(s_.epsilon));
+    if (s_.epsilon > 0 && s_.oversample > 0)
+      spdlog::warn("kernels.wproj: oversample {} is ignored: epsilon {} chooses the oversampling", s_.oversample,
+                   fmt_g(s_.epsilon));
     if (s_.epsilon > 0 && s_.oskar_planes)
       spdlog::warn("kernels.wproj: plane_rule oskar is ignored: epsilon {} chooses the planes", fmt_g(s_.epsilon));
     // Whatever the data, the FFT is at most max_conv_size: it must hold a support of 1.
