@@ -242,8 +242,8 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock) linear_kernel(const Arg
 // ---- uvflow (nearest lookup) ----
 // Each update needs one grid value and one kernel value; read from L2 for every visibility (as
 // gather does) that is 16 bytes per update. Two changes cut those reads:
-//  1. Locality order: the block is visited in the order of a 64-bit key (w-plane, then the Morton
-//     index of the cell), sorted on the device (a radix sort of the visibility indices; each
+//  1. Locality order: the block is visited in the order of a 64-bit key (w-plane, widest first,
+//     then the Morton index of the cell), sorted on the device (a radix sort of the visibility indices; each
 //     prediction is written to its visibility's own position, so the output keeps the input's
 //     order and any input order works). Consecutive visibilities then share a plane and lie
 //     close in uv (about 0.1 ms a block for keys and sort on el56-82).
@@ -269,9 +269,10 @@ __device__ inline std::uint64_t spread_bits(std::uint32_t x) {
   return v;
 }
 
-// Each visibility's locality key ((plane + 1) above the Morton index of its cell; 0 for one off
-// the grid) and its index; raw blocks are placed here, into `placed`.
-__global__ void locality_keys(const Args a, GridCoord* placed, int cell_bits, std::uint64_t* keys,
+// Each visibility's locality key ((planes - plane) above the Morton index of its cell, so the
+// widest kernels come first and the narrow ones fill the SMs' tail; 0 for one off the grid) and its
+// index; raw blocks are placed here, into `placed`.
+__global__ void locality_keys(const Args a, GridCoord* placed, int cell_bits, int planes, std::uint64_t* keys,
                               std::int32_t* order) {
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < a.n;
        i += std::int64_t(gridDim.x) * blockDim.x) {
@@ -279,7 +280,7 @@ __global__ void locality_keys(const Args a, GridCoord* placed, int cell_bits, st
     if (!coord_of(a, i, c)) c = off_grid();
     if (placed) placed[i] = c;
     keys[i] = c.plane < 0 ? 0
-                          : (std::uint64_t(c.plane + 1) << (2 * cell_bits)) | spread_bits(std::uint32_t(c.u)) |
+                          : (std::uint64_t(planes - c.plane) << (2 * cell_bits)) | spread_bits(std::uint32_t(c.u)) |
                                 (spread_bits(std::uint32_t(c.v)) << 1);
     order[i] = std::int32_t(i);
   }
@@ -721,7 +722,7 @@ class WprojDegridderCuda final : public DeclaredStage<decl> {
     auto placed = Array<GridCoord>::device(a.coords ? 0 : a.n, stream);
     auto keys_a = Array<std::uint64_t>::device(a.n, stream), keys_b = Array<std::uint64_t>::device(a.n, stream);
     auto order_a = Array<std::int32_t>::device(a.n, stream), order_b = Array<std::int32_t>::device(a.n, stream);
-    locality_keys<<<grid_blocks(a.n, 256), 256, 0, s>>>(a, a.coords ? nullptr : placed.data(), cell_bits,
+    locality_keys<<<grid_blocks(a.n, 256), 256, 0, s>>>(a, a.coords ? nullptr : placed.data(), cell_bits, ks.planes,
                                                         keys_a.data(), order_a.data());
     device::check_launch("degrid.wproj: locality_keys");
     cub::DoubleBuffer<std::uint64_t> keys(keys_a.data(), keys_b.data());
