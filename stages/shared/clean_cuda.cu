@@ -285,16 +285,17 @@ void sort_by_index(std::vector<Pixel>& v, unsigned long long n) {
   }
 }
 
-// The pixels select_above() takes, in pixel order (the order clark_cycle() and model_flux() take
-// them in); `buffer` grows to hold them.
-std::vector<Pixel> select_pixels(const float* r, const std::uint8_t* mask, unsigned long long n, double limit,
-                                 Array<Pixel>& buffer, const Array<unsigned long long>& count, int blocks, cudaStream_t s,
-                                 const device::Stream& stream) {
-  const char* who = "deconv (cuda): select pixels";
+// What a selection kernel appends to `buffer` (counting them in `count`; it writes at most
+// buffer.size()), read back in pixel order (of n pixels). `launch(buffer)` starts the kernel on `s`;
+// when the count exceeds the buffer, the buffer grows to hold them and the kernel runs again.
+template <class Launch>
+std::vector<Pixel> read_selection(Launch&& launch, Array<Pixel>& buffer, const Array<unsigned long long>& count,
+                                  unsigned long long n, const char* who, const device::Stream& stream) {
+  auto s = static_cast<cudaStream_t>(stream.native());
   for (;;) {
     unsigned long long c = 0;
     device::check(cudaMemsetAsync(count.data(), 0, sizeof c, s), who, "reset");
-    select_above<<<blocks, kThreads, 0, s>>>(r, mask, n, limit, buffer.data(), buffer.size(), count.data());
+    launch(buffer);
     device::check_launch(who);
     device::check(cudaMemcpyAsync(&c, count.data(), sizeof c, cudaMemcpyDeviceToHost, s), who, "read the count");
     stream.synchronize();
@@ -308,6 +309,16 @@ std::vector<Pixel> select_pixels(const float* r, const std::uint8_t* mask, unsig
     sort_by_index(out, n);
     return out;
   }
+}
+
+// The pixels select_above() takes, in pixel order (the order clark_cycle() and model_flux() take
+// them in); `buffer` grows to hold them.
+std::vector<Pixel> select_pixels(const float* r, const std::uint8_t* mask, unsigned long long n, double limit,
+                                 Array<Pixel>& buffer, const Array<unsigned long long>& count, int blocks, cudaStream_t s,
+                                 const device::Stream& stream) {
+  return read_selection(
+      [&](Array<Pixel>& b) { select_above<<<blocks, kThreads, 0, s>>>(r, mask, n, limit, b.data(), b.size(), count.data()); },
+      buffer, count, n, "deconv (cuda): select pixels", stream);
 }
 
 // robust_rms()'s median of the values radix_histogram takes: the one at total / 2 in increasing order,
@@ -419,24 +430,13 @@ class TileMaxima {
     if (list.empty()) return {};
     device::check(cudaMemcpyAsync(list_.data(), list.data(), list.size() * sizeof(int), cudaMemcpyHostToDevice, s_), kWho,
                   "upload the tiles");
-    for (;;) {
-      unsigned long long c = 0;
-      device::check(cudaMemsetAsync(count.data(), 0, sizeof c, s_), kWho, "reset");
-      select_in_tiles<<<unsigned(list.size()), kThreads, 0, s_>>>(r_, mask_, nx_, ny_, list_.data(), tiles_x_, limit,
-                                                                  buffer.data(), buffer.size(), count.data());
-      device::check_launch("deconv.clark: select_in_tiles");
-      device::check(cudaMemcpyAsync(&c, count.data(), sizeof c, cudaMemcpyDeviceToHost, s_), kWho, "read the count");
-      stream_.synchronize();  // also: `list` is uploaded before it goes
-      if (c > buffer.size()) {  // too many for the buffer: again, into one that holds them
-        buffer = Array<Pixel>::device(std::size_t(c), stream_);
-        continue;
-      }
-      std::vector<Pixel> out(c);
-      device::check(cudaMemcpyAsync(out.data(), buffer.data(), c * sizeof(Pixel), cudaMemcpyDeviceToHost, s_), kWho, "read back");
-      stream_.synchronize();
-      sort_by_index(out, (unsigned long long)nx_ * (unsigned long long)ny_);
-      return out;
-    }
+    // read_selection() waits for the stream before it returns: `list` is uploaded before it goes.
+    return read_selection(
+        [&](Array<Pixel>& b) {
+          select_in_tiles<<<unsigned(list.size()), kThreads, 0, s_>>>(r_, mask_, nx_, ny_, list_.data(), tiles_x_, limit,
+                                                                      b.data(), b.size(), count.data());
+        },
+        buffer, count, (unsigned long long)nx_ * (unsigned long long)ny_, "deconv.clark (cuda): select_in_tiles", stream_);
   }
 
  private:
