@@ -78,8 +78,7 @@ print("## Before the loop\n")
 print("| step | ms |\n|---|---|")
 pre = [("upload of the visibilities", ["vis.vis.to_device"]), ("upload of the kernel stacks", ["kernels.kernels.to_device", "psf_kernels.kernels.to_device"]),
        ("sort chain (w-sort, box, counts, buckets)", ["sort", "box", "count", "buckets"]), ("gridding", ["grid"]),
-       ("FFT", ["image"]), ("grid correction", ["dirty"]), ("PSF: unit visibilities (host)", ["unit"]),
-       ("PSF: their upload", ["unit.vis.to_device"]),
+       ("FFT", ["image"]), ("grid correction", ["dirty"]), ("PSF: unit visibilities (vis.unit on the device)", ["unit"]),
        ("PSF: sort chain, gridding, FFT, correction (2048^2)", ["psf_sort", "psf_box", "psf_count", "psf_buckets", "psf_grid", "psf_image", "psf"]),
        ("empty model", ["empty_model"])]
 for name, ids in pre:
