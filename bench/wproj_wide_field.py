@@ -30,29 +30,18 @@ import math
 import os
 import platform
 import re
-import resource
-import subprocess
 import sys
 import tempfile
-import time
 
 import numpy as np
 from astropy.io import fits
 from casacore import tables
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from bench_common import ROOT, provenance, run, wgridder  # bench/bench_common.py
 BUILD = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build"))
 SKY = [(0, 0), (2, 1), (-4, 0), (0, 4), (3, -2.5), (0, 6), (8, 0), (0, -8), (-5.657, 5.657), (5.657, -5.657),
        (-7, -3.5)]  # (l, m) degrees, 1 Jy each
 CASES = [("wide", "small", 768, 80.0), ("narrow", "small", 384, 80.0), ("sparse", "tiny", 224, 280.0)]
-
-
-def run(cmd):
-    t0 = time.monotonic()
-    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"failed ({r.returncode}): {' '.join(cmd)}\n{r.stdout[-3000:]}{r.stderr[-3000:]}")
-    return r.stdout + r.stderr, time.monotonic() - t0
 
 
 def make_ms(path, preset):
@@ -60,13 +49,6 @@ def make_ms(path, preset):
     run([f"{BUILD}/uvflow", "run", "pipelines/simulate_to_ms.yaml", "--set", f"vis.preset={preset}",
          "--set", "vis.freq_hz=150e6", "--set", "vis.channels=2", "--set", "vis.el_start_deg=30",
          "--set", "vis.el_end_deg=56", "--set", f"vis.sky={sky}", "--set", f"ms.path={path}"])
-
-
-def wgridder(ms, npix, cell, prefix):
-    _, t = run(["wsclean", "-j", "2", "-niter", "0", "-size", str(npix), str(npix), "-scale", f"{cell}asec",
-                "-weight", "briggs", "0", "-use-wgridder", "-no-small-inversion", "-store-imaging-weights",
-                "-name", prefix, ms])
-    return fits.getdata(prefix + "-dirty.fits").squeeze().astype(np.float64), t
 
 
 def uvflow(ms, npix, cell, sets, out):
@@ -128,14 +110,11 @@ def peaks(ref, npix, cell):
 
 
 def main():
-    commit = run(["git", "rev-parse", "--short", "HEAD"])[0].strip()
-    dirty = run(["git", "status", "--porcelain", "--untracked-files=no"])[0].strip()
-    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    commit, cpu = provenance()
     lines = [
         "# w-projection on wide fields against WSClean's wgridder",
         "",
-        f"{datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC, commit {commit}"
-        f"{' (with uncommitted changes)' if dirty else ''}, {platform.node()} ({os.cpu_count()} cores, {cpu}, shared); "
+        f"{datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC, commit {commit}, {platform.node()} ({os.cpu_count()} cores, {cpu}, shared); "
         "`bench/wproj_wide_field.py` (its docstring says what it runs). Ratio: uvflow's value at the wgridder "
         "image's peak pixel of each source over the wgridder's; DFT: wgridder over an exact DFT of the same weighted "
         "visibilities at that pixel. Target (issue 14): every peak within 0.1 % at the automatic settings. Time and "
@@ -147,7 +126,8 @@ def main():
             ms = f"{tmp}/{preset}.ms"
             if not os.path.exists(ms):
                 make_ms(ms, preset)
-            ref, t_wg = wgridder(ms, npix, cell, f"{tmp}/{name}-wg")
+            # -store-imaging-weights: the DFT reads WSClean's imaging weights from the MS.
+            ref, t_wg = wgridder(ms, npix, cell, ["briggs", "0"], f"{tmp}/{name}-wg", ["-store-imaging-weights"])
             arrays = ms_arrays(ms)  # with this image's imaging weights (Briggs depends on the uv cell)
             pos = peaks(ref, npix, cell)
             fov = npix * cell / 3600

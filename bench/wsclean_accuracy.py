@@ -16,14 +16,13 @@ Needs wsclean and Debian's python3-numpy and python3-astropy (scripts/install-de
 import datetime
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
 from astropy.io import fits
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from bench_common import ROOT, provenance, run, wgridder  # bench/bench_common.py
 BUILD = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build"))
 SKIES = int(sys.argv[2]) if len(sys.argv) > 2 else 20
 NPIX, CELL = 256, 100.0
@@ -36,25 +35,12 @@ CONFIGS = [  # (label, --set values)
 ]
 
 
-def run(cmd):
-    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"failed ({r.returncode}): {' '.join(cmd)}\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
-
-
 def make_ms(path, sky, flag_seed):
     yaml = "[" + ", ".join(f"{{l_deg: {-dx * CELL / 3600!r}, m_deg: {dy * CELL / 3600!r}, flux_jy: {f!r}}}"
                            for dx, dy, f in sky) + "]"
     run([f"{BUILD}/uvflow", "run", "pipelines/simulate_to_ms.yaml", "--set", f"vis.sky={yaml}",
          "--set", f"ms.path={path}", "--set", "ms.flag_fraction=0.05", "--set", "ms.flag_row_fraction=0.02",
          "--set", f"ms.flag_seed={flag_seed}"])
-
-
-def wgridder(ms, weighting, prefix):
-    w = ["briggs", "0"] if weighting == "briggs" else [weighting]
-    run(["wsclean", "-j", "2", "-niter", "0", "-size", str(NPIX), str(NPIX), "-scale", f"{CELL}asec", "-weight", *w,
-         "-use-wgridder", "-no-small-inversion", "-name", prefix, ms])
-    return fits.getdata(prefix + "-dirty.fits").squeeze().astype(np.float64)
 
 
 def uvflow(ms, weighting, sets, out):
@@ -94,15 +80,11 @@ def random_sky(rng):
 
 
 def main():
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                            text=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
-                           text=True).stdout.strip()
-    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    commit, cpu = provenance()
     lines = [
         "# Dirty images against WSClean's wgridder",
         "",
-        f"{datetime.date.today()}, commit {commit}{' (with uncommitted changes)' if dirty else ''}, "
+        f"{datetime.date.today()}, commit {commit}, "
         f"{platform.node()} ({os.cpu_count()} cores, {cpu}); `bench/wsclean_accuracy.py` "
         "(its docstring says what it runs). Peak error: uvflow's value at WSClean's brightest pixel within 3 pixels "
         "of a source, relative to WSClean's. RMS: ||uvflow - WSClean|| / ||WSClean|| over the inner 80 % of the "
@@ -119,7 +101,7 @@ def main():
         for i, (dx, dy) in enumerate(positions):
             ms = f"{tmp}/single{i}.ms"
             make_ms(ms, [(dx, dy, 1.0)], i + 1)
-            ref = wgridder(ms, "natural", f"{tmp}/single{i}-wg")
+            ref, _ = wgridder(ms, NPIX, CELL, ["natural"], f"{tmp}/single{i}-wg")
             for label, sets in CONFIGS:
                 ours = uvflow(ms, "natural", sets, f"{tmp}/single{i}-uv.fits")
                 rows[label].append(100 * peak_errors(ours, ref, [(dx, dy, 1.0)])[0])
@@ -135,7 +117,7 @@ def main():
             ms = f"{tmp}/sky{k}.ms"
             make_ms(ms, sky, 1000 + k)
             for w in ("uniform", "briggs"):
-                ref = wgridder(ms, w, f"{tmp}/sky{k}-{w}-wg")
+                ref, _ = wgridder(ms, NPIX, CELL, ["briggs", "0"] if w == "briggs" else [w], f"{tmp}/sky{k}-{w}-wg")
                 for label, sets in CONFIGS:
                     ours = uvflow(ms, w, sets, f"{tmp}/sky{k}-uv.fits")
                     worst, rms = stats[(label, w)]

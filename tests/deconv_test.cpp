@@ -324,7 +324,9 @@ double residual_error(const Case& c, const Image& model, const Image& residual) 
   return err;
 }
 
-HogbomRun run_clark(const Case& c, const deconv_clark::Params& p) {
+HogbomRun run_clark(const Case& c, const clean::MinorCycleParams& cycle, std::int64_t psf_patch) {
+  deconv_clark::Params p{cycle};
+  p.psf_patch = psf_patch;
   StageHarness h(deconv_clark::spec(), "cpu", deconv_clark::decl, p);
   h.set_input("dirty", c.dirty);
   h.set_input("psf", c.psf_img);
@@ -337,7 +339,7 @@ TEST(Clark, WholePsfPatchFindsHogbomsComponents) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     Case c = random_case(seed, 4);
     auto ref = reference_hogbom(c.dirty_d, c.n, c.psf, 0.1, 150, 0);
-    auto r = run_clark(c, {.gain = 0.1, .niter = 150, .psf_patch = 2 * c.n});
+    auto r = run_clark(c, {.gain = 0.1, .niter = 150}, 2 * c.n);
     std::vector<double> model(std::size_t(c.n * c.n), 0.0);
     for (auto& k : ref) model[std::size_t(k.y * c.n + k.x)] += k.flux;
     for (std::size_t k = 0; k < model.size(); ++k)
@@ -350,7 +352,7 @@ TEST(Clark, RecoversSourcesResidualIsDirtyLessModelConvolvedWithPsf) {
   for (auto seed : seeds(43)) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     Case c = random_case(seed, 5);
-    auto r = run_clark(c, {.gain = 0.1, .niter = 5000, .threshold = 1e-3, .psf_patch = 6});
+    auto r = run_clark(c, {.gain = 0.1, .niter = 5000, .threshold = 1e-3}, 6);
     for (auto& s : c.sky) {
       double near = 0;
       for (int y = s.y - 2; y <= s.y + 2; ++y)

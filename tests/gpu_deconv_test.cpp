@@ -240,7 +240,8 @@ TEST_F(GpuDeconv, ClarkMatchesTheCpuBackend) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     const Case c = random_case(seed);
     test::TempDir dir;
-    const deconv_clark::Params params{.gain = 0.1, .niter = 400, .psf_patch = 10};
+    deconv_clark::Params params{{.gain = 0.1, .niter = 400}};
+    params.psf_patch = 10;
     auto run = [&](const std::string& backend) {
       return backend == "cpu"
                  ? minor_cycle(deconv_clark::spec(), deconv_clark::decl, backend, c, nullptr, params, dir,
@@ -279,7 +280,8 @@ TEST_F(GpuDeconv, ClarkWithAPsfPatchMatchesTheCpuBackend) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     const Case c = patch_case(seed);
     test::TempDir dir;
-    const deconv_clark::Params params{.gain = 0.1, .niter = 300, .psf_patch = 10};
+    deconv_clark::Params params{{.gain = 0.1, .niter = 300}};
+    params.psf_patch = 10;
     const Cleaned cpu = minor_cycle(deconv_clark::spec(), deconv_clark::decl, "cpu", c, nullptr, params, dir,
                                     [](auto i) { return std::shared_ptr<const Image>(i); }, [](auto i) { return i; });
     const Cleaned cuda = minor_cycle(deconv_clark::spec(), deconv_clark::decl, "cuda", c, nullptr, params, dir,

@@ -4,9 +4,6 @@
 #pragma once
 
 #include <cstdint>
-#include <filesystem>
-#include <optional>
-#include <vector>
 
 #include "stages/shared/minor_cycle.hpp"
 
@@ -20,13 +17,8 @@ inline constexpr auto model_so_far = clean::kModelSoFar;
 inline constexpr auto control = clean::kControl;
 inline constexpr auto figures = clean::kFigures;
 
-struct Params {
-  double gain = 0.1;
-  std::int64_t niter = 1000;
-  double threshold = 0;
-  std::optional<std::filesystem::path> mask;
-  std::vector<Record> boxes;
-  std::optional<std::filesystem::path> components;
+// gain, niter, threshold, mask, boxes and components (stages/shared/minor_cycle.hpp), and:
+struct Params : clean::MinorCycleParams {
   std::int64_t psf_patch = 25;
   double cycle_factor = 3;
 };

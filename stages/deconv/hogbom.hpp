@@ -3,11 +3,6 @@
 // cycle); the loop over major cycles is the pipeline's, not this stage's.
 #pragma once
 
-#include <cstdint>
-#include <filesystem>
-#include <optional>
-#include <vector>
-
 #include "stages/shared/minor_cycle.hpp"
 
 namespace uvflow::deconv_hogbom {
@@ -20,14 +15,8 @@ inline constexpr auto model_so_far = clean::kModelSoFar;
 inline constexpr auto control = clean::kControl;
 inline constexpr auto figures = clean::kFigures;
 
-struct Params {
-  double gain = 0.1;
-  std::int64_t niter = 1000;
-  double threshold = 0;
-  std::optional<std::filesystem::path> mask;
-  std::vector<Record> boxes;
-  std::optional<std::filesystem::path> components;
-};
+// gain, niter, threshold, mask, boxes and components (stages/shared/minor_cycle.hpp)
+using Params = clean::MinorCycleParams;
 
 inline const StageDecl<Params> decl{
     .type = "deconv.hogbom",

@@ -9,6 +9,7 @@
 
 #include "runtime/cuda_check.hpp"
 #include "stages/grid/atomic.hpp"
+#include "stages/shared/device_grid.hpp"
 #include "stages/shared/placement.hpp"
 
 namespace uvflow::grid_atomic {
@@ -87,7 +88,7 @@ class AtomicCuda final : public DeclaredStage<decl> {
  public:
   void prepare(PrepareContext& pc) override {
     if (pc.dry_run) return;
-    if (const auto& g = pc.output(grid).grid) grid_ = std::make_shared<Grid>(Grid::zeros_on_device(*g, pc.stream));
+    grid_.prepare(pc, grid);
     // Enough blocks to fill every SM once; the grid-stride loop covers larger blocks.
     max_blocks_ = device::resident_blocks(reinterpret_cast<const void*>(grid_atomic_kernel), kWarp * kWarpsPerBlock);
   }
@@ -97,9 +98,7 @@ class AtomicCuda final : public DeclaredStage<decl> {
     auto ks = ctx.in(kernels);
     check_inputs(*block, *ks, Location::device);
     const device::Stream& stream = ctx.stream();
-    if (!grid_) grid_ = std::make_shared<Grid>(Grid::zeros_on_device(ks->geom, stream));
-    expect_geometry(*grid_, ks->geom, "grid.atomic");
-    if (!grid_->obs) grid_->obs = block->obs;
+    Grid& g = grid_.for_block(*block, *ks, stream, "grid.atomic");
     const std::int64_t n = std::int64_t(block->size());
     if (n > 0) {
       const Args a{{ks->geom.scale(), ks->w_scale, ks->geom.grid_size, ks->planes, ks->oversample},
@@ -113,8 +112,8 @@ class AtomicCuda final : public DeclaredStage<decl> {
                    ks->quarter_start.data(),
                    reinterpret_cast<const float2*>(ks->quarter.data()),
                    ks->footprint_sum.data(),
-                   reinterpret_cast<float2*>(grid_->cells.data()),
-                   grid_->totals.data()};
+                   reinterpret_cast<float2*>(g.cells.data()),
+                   g.totals.data()};
       const auto blocks = unsigned(std::min<std::int64_t>((n + kWarpsPerBlock - 1) / kWarpsPerBlock, max_blocks_));
       grid_atomic_kernel<<<blocks, dim3(kWarp, kWarpsPerBlock), 0, static_cast<cudaStream_t>(stream.native())>>>(a);
       device::check_launch("grid.atomic: grid_atomic_kernel launch");
@@ -123,15 +122,11 @@ class AtomicCuda final : public DeclaredStage<decl> {
     ctx.add_work({.visibilities = double(n)});
   }
 
-  void finish(Context& ctx) override {
-    if (!grid_) grid_ = std::make_shared<Grid>(Grid::zeros_on_device(ctx.in(kernels)->geom, ctx.stream()));
-    ctx.emit(grid, std::move(grid_));
-  }
+  void finish(Context& ctx) override { grid_.finish(ctx, kernels, grid); }
 
  private:
-
   int max_blocks_ = 1;
-  std::shared_ptr<Grid> grid_;
+  DeviceGridSum grid_;
 };
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include "stages/grid/atomic.hpp"
 #include "stages/grid/moving_window.hpp"
 #include "stages/shared/baseline_groups.hpp"
+#include "stages/shared/device_grid.hpp"
 #include "stages/shared/placement.hpp"
 
 namespace uvflow::grid_moving_window {
@@ -178,7 +179,7 @@ class MovingWindowCuda final : public DeclaredStage<decl> {
 
   void prepare(PrepareContext& pc) override {
     if (pc.dry_run) return;
-    if (const auto& g = pc.output(grid).grid) grid_ = std::make_shared<Grid>(Grid::zeros_on_device(*g, pc.stream));
+    grid_.prepare(pc, grid);
     max_blocks_ = device::resident_blocks(reinterpret_cast<const void*>(window_kernel), kThreads);
   }
 
@@ -188,9 +189,7 @@ class MovingWindowCuda final : public DeclaredStage<decl> {
     grid_atomic::check_inputs(*block, *ks, Location::device);
     const device::Stream& stream = ctx.stream();
     auto s = static_cast<cudaStream_t>(stream.native());
-    if (!grid_) grid_ = std::make_shared<Grid>(Grid::zeros_on_device(ks->geom, stream));
-    expect_geometry(*grid_, ks->geom, "grid.moving_window");
-    if (!grid_->obs) grid_->obs = block->obs;
+    Grid& g = grid_.for_block(*block, *ks, stream, "grid.moving_window");
     const std::size_t n = block->size();
 
     // The keys go up through pinned staging, two buffers in turn: refilling one waits only for its
@@ -247,8 +246,8 @@ class MovingWindowCuda final : public DeclaredStage<decl> {
                    starts.data(),
                    lengths.data(),
                    runs.data(),
-                   reinterpret_cast<float2*>(grid_->cells.data()),
-                   grid_->totals.data(),
+                   reinterpret_cast<float2*>(g.cells.data()),
+                   g.totals.data(),
                    double(block->skipped)};
       const auto blocks = unsigned(std::max<std::size_t>(1, std::min<std::size_t>(n, std::size_t(max_blocks_))));
       window_kernel<<<blocks, kThreads, 0, s>>>(a);
@@ -259,14 +258,11 @@ class MovingWindowCuda final : public DeclaredStage<decl> {
     ctx.add_work({.visibilities = double(n)});
   }
 
-  void finish(Context& ctx) override {
-    if (!grid_) grid_ = std::make_shared<Grid>(Grid::zeros_on_device(ctx.in(kernels)->geom, ctx.stream()));
-    ctx.emit(grid, std::move(grid_));
-  }
+  void finish(Context& ctx) override { grid_.finish(ctx, kernels, grid); }
 
  private:
   int max_blocks_ = 1;
-  std::shared_ptr<Grid> grid_;
+  DeviceGridSum grid_;
   Array<std::uint64_t> staging_[2];
   device::Event staged_[2];
   int next_ = 0;

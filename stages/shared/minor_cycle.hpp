@@ -1,11 +1,15 @@
 // What the minor-cycle stages (deconv.hogbom, deconv.clark) have alike: their ports (the loop's
 // model so far and control in, figures out, all optional to connect), the parameters
-// every one of them has (a Params struct with members gain, niter, threshold, mask, boxes and
-// components), their output shapes, and the backends around the algorithm (MinorCycleStage; the
-// cuda backends' MinorCycleCuda is in minor_cycle_cuda.cuh).
+// every one of them has (MinorCycleParams, which a stage's Params is or derives from), their
+// output shapes, and the backends around the algorithm (MinorCycleStage; the cuda backends'
+// MinorCycleCuda is in minor_cycle_cuda.cuh).
 #pragma once
 
+#include <cstdint>
+#include <filesystem>
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "runtime/payloads/cycle.hpp"
@@ -50,24 +54,37 @@ inline constexpr Out<CycleFigures> kFigures{
     .doc = "what the call did: peak |residual| before and after, the noise, the flux cleaned, the components (a "
            "loop's `figures`)"};
 
-// The parameters every minor-cycle stage has (doc: the text its stage doc refers to).
+struct MinorCycleParams {
+  double gain = 0.1;
+  std::int64_t niter = 1000;
+  double threshold = 0;
+  std::optional<std::filesystem::path> mask;
+  std::vector<Record> boxes;
+  std::optional<std::filesystem::path> components;
+};
+
+// The specs of MinorCycleParams' members, as parameters of P (doc: the text its stage doc refers to).
 template <class P>
 std::vector<Field<P>> minor_cycle_params() {
-  return {{&P::gain, {.name = "gain", .min = 1e-6, .max = 1, .doc = "loop gain: the fraction of the peak taken per component"}},
-          {&P::niter, {.name = "niter", .min = 0, .max = 1e9, .doc = "most components"}},
-          {&P::threshold, {.name = "threshold", .unit = "Jy", .min = 0, .doc = "stop when the peak |residual| is at most this"}},
-          {&P::mask,
+  using M = MinorCycleParams;
+  static_assert(std::is_base_of_v<M, P>);
+  // Field<P> takes members of P: &M::gain converts to one (base to derived) where P derives from M.
+  auto of = []<class T>(T M::*member) -> T P::* { return member; };
+  return {{of(&M::gain), {.name = "gain", .min = 1e-6, .max = 1, .doc = "loop gain: the fraction of the peak taken per component"}},
+          {of(&M::niter), {.name = "niter", .min = 0, .max = 1e9, .doc = "most components"}},
+          {of(&M::threshold), {.name = "threshold", .unit = "Jy", .min = 0, .doc = "stop when the peak |residual| is at most this"}},
+          {of(&M::mask),
            {.name = "mask",
             .doc = "FITS image of the dirty image's size: components only where it is non-zero",
             .role = PathRole::input}},
-          {&P::boxes,
+          {of(&M::boxes),
            {.name = "boxes",
             .fields = {{.name = "x0", .type = ParamType::number, .unit = "pixels", .doc = "first column"},
                        {.name = "y0", .type = ParamType::number, .unit = "pixels", .doc = "first row"},
                        {.name = "x1", .type = ParamType::number, .unit = "pixels", .doc = "last column"},
                        {.name = "y1", .type = ParamType::number, .unit = "pixels", .doc = "last row"}},
             .doc = "pixel boxes where components may be (with `mask`: either)"}},
-          {&P::components,
+          {of(&M::components),
            {.name = "components", .doc = "text file of the components and per-iteration figures", .role = PathRole::output}}};
 }
 
