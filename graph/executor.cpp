@@ -99,6 +99,7 @@ RunReport Executor::run() {
   RunReport r;
   r.pipeline = plan_.name;
   r.file = plan_.file.string();
+  for (auto& c : plan_.choices) r.choices.push_back({c.id, c.chosen, c.automatic, c.why});
   r.device = run_.device_name;
   r.wall_s = run_.since_start();
   r.stream_start_s = runner_.stream_start_s();

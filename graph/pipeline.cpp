@@ -2,6 +2,7 @@
 // validation of every stage against its spec (all errors at once, with "did you mean"), and
 // planning (topological order, residency of every edge, transfer insertion).
 #include "graph/pipeline.hpp"
+#include "graph/estimate.hpp"
 
 #include "runtime/param_check.hpp"
 #include "runtime/payloads/cycle.hpp"
@@ -145,7 +146,11 @@ class Loader {
   std::map<std::string, Location> state_location_;  // states whose value must live where their `next` does
   std::map<std::string, Choice> choices_;            // `choose:` entries by id
   std::map<std::string, std::string> unchosen_;      // stage id -> the option not chosen that holds it
+  std::set<std::string> held_;  // stage ids of an automatic choice's other options: planned when it picks
+  std::vector<std::string> sets_;
   Plan plan_;
+  std::optional<ChoicePlan> automatic_;  // the first `choose: auto`, planned by choose_automatically()
+  Plan choose_automatically(const ChoicePlan& c);
 };
 
 void Loader::parse_sets(const std::vector<std::string>& sets) {
@@ -775,7 +780,8 @@ void Loader::parse_loop(const YAML::Node& n, std::map<std::string, std::vector<s
 // validated). Every option must give the same output names: switching cannot unconnect a reader.
 void Loader::parse_choice(const YAML::Node& n, std::map<std::string, std::vector<std::pair<std::string, Val>>>& ins,
                           const std::string& loop) {
-  static const std::vector<std::string> keys = {"id", "choose", "options"}, option_keys = {"stages", "outputs"};
+  static const std::vector<std::string> keys = {"id", "choose", "options", "accuracy"},
+                                        option_keys = {"stages", "outputs"};
   const SourcePos here = pos_of(n);
   for (const auto& kv : n)
     if (auto k = kv.first.Scalar(); std::find(keys.begin(), keys.end(), k) == keys.end())
@@ -796,10 +802,22 @@ void Loader::parse_choice(const YAML::Node& n, std::map<std::string, std::vector
   for (auto& o : names) listed += (listed.empty() ? "" : ", ") + o;
   const Val cv = with_override(*id + ".choose", n["choose"], here);
   auto chosen = scalar(cv, who + " 'choose'");
-  if (chosen && std::find(names.begin(), names.end(), *chosen) == names.end()) {
-    error(cv.pos, who + ": no option '" + *chosen + "'; the options are " + listed + suggest(*chosen, names));
+  // `auto` (unless an option has that name): no option is parsed here; once the rest of the file
+  // is, choose_automatically() plans each option on its own and keeps the cheapest.
+  const bool automatic = chosen && *chosen == "auto" && std::find(names.begin(), names.end(), "auto") == names.end();
+  if (chosen && !automatic && std::find(names.begin(), names.end(), *chosen) == names.end()) {
+    error(cv.pos, who + ": no option '" + *chosen + "'; the options are " + listed + ", or auto" + suggest(*chosen, names));
     chosen.reset();  // the options are still checked
   }
+  double accuracy = 0;
+  if (const YAML::Node a = n["accuracy"]; a.IsDefined()) {
+    auto text = scalar(Val{a, pos_of(a)}, who + " 'accuracy'");
+    char* end = nullptr;
+    if (text) accuracy = std::strtod(text->c_str(), &end);
+    if (text && (end == text->c_str() || *end || !(accuracy > 0) || accuracy >= 1))
+      error(pos_of(a), who + ": 'accuracy' must be a relative error in (0, 1), e.g. 1e-4; got '" + *text + "'");
+  }
+  std::map<std::string, std::vector<std::string>> option_stages;
   std::set<std::string> first_outputs;
   std::string first_option;
   for (const auto& kv : opts) {
@@ -832,17 +850,20 @@ void Loader::parse_choice(const YAML::Node& n, std::map<std::string, std::vector
       error(pos_of(outs), where + " gives outputs " + join(given) + ", option '" + first_option + "' gives " +
                               join(first_outputs) + ": every option must give the same, so that a switch leaves no reader unconnected");
     }
-    if (chosen && name == *chosen) {
+    if (is_seq(stages))
+      for (const auto& st : stages)
+        if (is_map(st) && is_scalar(st["id"])) option_stages[name].push_back(st["id"].Scalar());
+    if (chosen && name == *chosen && !automatic) {
       if (is_seq(stages))
         for (const auto& st : stages) parse_stage(st, ins, loop);
       for (const auto& x : outs) choice.outputs[x.first.Scalar()] = Val{x.second, pos_of(x.second)};
-    } else if (is_seq(stages)) {
-      for (const auto& st : stages)
-        if (is_map(st) && is_scalar(st["id"])) unchosen_[st["id"].Scalar()] = where;
+    } else {
+      for (const auto& sid : option_stages[name]) automatic ? void(held_.insert(sid)) : void(unchosen_[sid] = where);
     }
   }
   choices_[*id] = std::move(choice);
-  if (chosen) plan_.choices.push_back({*id, here, *chosen, names});
+  if (automatic && !automatic_) automatic_ = ChoicePlan{*id, here, "", names, option_stages, true, accuracy, ""};
+  else if (chosen && !automatic) plan_.choices.push_back({*id, here, *chosen, names, option_stages, false, accuracy, ""});
 }
 
 void Loader::link_inputs(Plan& plan, std::map<std::string, std::vector<std::pair<std::string, Val>>>& ins) {
@@ -1271,6 +1292,7 @@ Plan Loader::load(const std::vector<std::string>& sets) {
   if (!diags_.empty()) throw ConfigError(diags_);  // which of two values counts is unknowable: stop here
   if (!is_map(root)) throw ConfigError({{pos_of(root), "a pipeline file is a mapping with keys schema, name, stages, ..."}});
   parse_sets(sets);
+  sets_ = sets;
   static const std::vector<std::string> keys = {"schema", "name", "description", "vars", "run", "plugins", "stages"};
   for (const auto& kv : root) {
     auto k = kv.first.Scalar();
@@ -1303,6 +1325,7 @@ Plan Loader::load(const std::vector<std::string>& sets) {
                                                       "once_first",    "pinned_pool_mb", "device_pool_mb"};
     const SourcePos where{"--set " + o.text, 0, 0};
     const bool loop = std::any_of(plan_.loops.begin(), plan_.loops.end(), [&](auto& lp) { return lp.id == head; });
+    if (held_.count(head)) continue;  // checked when that option is planned
     if (auto u = unchosen_.find(head); u != unchosen_.end())
       error(where, "stage '" + head + "' is in " + u->second + ", which is not chosen: the setting would have no effect");
     else if (choices_.count(head)) error(where, "choice '" + head + "' has one setting, '" + head + ".choose'");
@@ -1313,6 +1336,10 @@ Plan Loader::load(const std::vector<std::string>& sets) {
       error(where, "no variable '" + rest + "' to set" +
                        (vars.empty() ? std::string("; the pipeline has no vars") : suggest(rest, vars)));
     else error(where, "no stage '" + head + "' to set" + suggest(head, ids));
+  }
+  if (automatic_) {
+    if (!diags_.empty()) throw ConfigError(diags_);
+    return choose_automatically(*automatic_);
   }
   link_inputs(plan_, ins);
   // Each stage checks its parameters together.
@@ -1350,6 +1377,80 @@ Plan Loader::load(const std::vector<std::string>& sets) {
   if (diags_.empty()) describe(plan_);
   if (!diags_.empty()) throw ConfigError(diags_);
   return std::move(plan_);
+}
+
+// Each option of the first automatic choice is planned as if chosen (the user's settings of the
+// other options' stages left out), its stages estimated (graph/estimate.hpp), and the plan of the
+// fastest whose predicted error is within the choice's accuracy kept. A later automatic choice is
+// resolved the same way inside each of those loads. An option that does not plan (a setting it
+// cannot meet, e.g. an epsilon beyond its reach) or whose estimate says it cannot run is passed
+// over, and `why` says so; none left is a configuration error.
+Plan Loader::choose_automatically(const ChoicePlan& c) {
+  struct Option {
+    std::string name;
+    std::optional<Plan> plan;
+    double seconds = 0, error = 0;
+    std::string detail, passed_over;
+  };
+  auto g = [](double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.3g", v);
+    return std::string(b);
+  };
+  std::vector<Option> options;
+  for (const auto& name : c.options) {
+    Option o{name};
+    std::vector<std::string> sets;
+    for (const auto& set : sets_) {
+      const std::string head = set.substr(0, set.find_first_of(".="));
+      bool other = false;
+      for (const auto& [option, ids] : c.option_stages)
+        other |= option != name && std::find(ids.begin(), ids.end(), head) != ids.end();
+      if (!other) sets.push_back(set);
+    }
+    sets.push_back(c.id + ".choose=" + name);
+    try {
+      Plan p = Loader(file_, reg_, plugin_path_, load_plugins_, text_).load(sets);
+      const auto& ids = c.option_stages.at(name);
+      for (const auto& sc : estimate_stages(p)) {
+        if (std::find(ids.begin(), ids.end(), sc.id) == ids.end()) continue;
+        if (!o.detail.empty()) o.detail += ", ";
+        if (!sc.estimated) {
+          o.detail += sc.id + " not estimated";
+          continue;
+        }
+        o.seconds += sc.est.seconds;
+        o.error = std::max(o.error, sc.est.error);
+        o.detail += sc.id + " " + g(sc.est.seconds) + " s" + (sc.est.basis.empty() ? "" : " (" + sc.est.basis + ")");
+      }
+      if (c.accuracy > 0 && o.error > c.accuracy)
+        o.passed_over = "its predicted error " + g(o.error) + " is above the accuracy " + g(c.accuracy);
+      o.plan = std::move(p);
+    } catch (const ConfigError& e) {
+      // A setting this option cannot meet (epsilon beyond its reach): `uvflow check` reports it as an error.
+      for (const auto& d : e.diagnostics()) o.passed_over += (o.passed_over.empty() ? "" : "; ") + d.str();
+    } catch (const std::exception& e) {
+      o.passed_over = e.what();
+    }
+    options.push_back(std::move(o));
+  }
+  Option* best = nullptr;
+  for (auto& o : options)
+    if (o.passed_over.empty() && (!best || o.seconds < best->seconds)) best = &o;
+  std::string why;
+  for (const auto& o : options) {
+    why += "; " + o.name + ": ";
+    why += o.passed_over.empty() ? "estimated " + g(o.seconds) + " s" + (o.error > 0 ? ", predicted error " + g(o.error) : "")
+                                 : "passed over: " + o.passed_over;
+    if (!o.detail.empty()) why += " [" + o.detail + "]";
+  }
+  if (!best)
+    throw ConfigError({{c.pos, "choice '" + c.id + "': choose auto found no option that can run" + why}});
+  why = "auto picked " + best->name + why;
+  Plan plan = std::move(*best->plan);
+  for (auto& pc : plan.choices)
+    if (pc.id == c.id) pc.automatic = true, pc.accuracy = c.accuracy, pc.why = why;
+  return plan;
 }
 
 }  // namespace
@@ -1402,6 +1503,7 @@ std::string plan_to_text(const Plan& p) {
     s << "  choice " << c.id << ": option " << c.chosen << " (of";
     for (auto& o : c.options) s << " " << o;
     s << "; set " << c.id << ".choose to switch)\n";
+    if (c.automatic) s << "    " << c.why << "\n";
   }
   for (auto& lp : p.loops) {
     s << "  loop " << lp.id << ": at most " << lp.stop.max_cycles << " cycles";

@@ -102,6 +102,12 @@ struct ChoicePlan {
   SourcePos pos;
   std::string chosen;
   std::vector<std::string> options;  // in the file's order
+  std::map<std::string, std::vector<std::string>> option_stages;  // each option's stage ids
+  // `choose: auto`: the option was picked by the stages' estimates (StageSpec::estimate), the
+  // fastest whose predicted error is at most `accuracy` (0: any); `why` says what each would cost.
+  bool automatic = false;
+  double accuracy = 0;
+  std::string why;
 };
 
 struct Plan {

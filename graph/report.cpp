@@ -108,6 +108,8 @@ std::string format_report(const RunReport& r) {
         << c.iterations << std::setprecision(2) << std::setw(10) << c.wall_s << "  " << c.minor_stop << "\n";
   }
   if (r.ranks.size() > 1) s << format_ranks(r.ranks);
+  for (auto& c : r.choices)
+    if (c.automatic) s << "choice " << c.id << ": " << c.why << "\n";
   for (auto& o : r.outputs) s << "wrote " << o << "\n";
   return s.str();
 }
@@ -122,6 +124,8 @@ nlohmann::json to_json(const RunReport& r) {
   j["wall_s"] = r.wall_s;
   j["stream_start_s"] = r.stream_start_s;
   j["outputs"] = r.outputs;
+  for (auto& c : r.choices)
+    j["choices"].push_back({{"id", c.id}, {"chosen", c.chosen}, {"automatic", c.automatic}, {"why", c.why}});
   for (auto& m : r.stages) {
     double t = m.time_s();
     j["stages"].push_back({{"id", m.id},
@@ -182,6 +186,8 @@ RunReport report_from_json(const std::string& text) {
   r.outputs = j.at("outputs").get<std::vector<std::string>>();
   r.rank = j.value("rank", 0);
   r.communication_s = j.value("communication_s", 0.0);
+  for (auto& c : j.value("choices", nlohmann::json::array()))
+    r.choices.push_back({c.at("id"), c.at("chosen"), c.at("automatic"), c.at("why")});
   for (auto& s : j.value("stages", nlohmann::json::array())) {
     StageMetrics m;
     m.id = s.at("id");

@@ -46,8 +46,16 @@ struct LoopReport {
   std::string stopped_by;  // max_cycles, threshold, threshold_sigma, max_minor_iterations, no_components
 };
 
+// A `choose:` entry of the plan: the option that ran, and for `choose: auto` why.
+struct ChoiceReport {
+  std::string id, chosen;
+  bool automatic = false;
+  std::string why;
+};
+
 struct RunReport {
   std::string pipeline, file, device;
+  std::vector<ChoiceReport> choices;
   double wall_s = 0;  // the whole run, graph construction to the last stage
   double stream_start_s = 0;  // when the sources began streaming (after run.once_first's phase)
   std::vector<StageMetrics> stages;

@@ -1,7 +1,11 @@
 #include "runtime/stage.hpp"
 
+#include <cstdio>
 #include <sstream>
 #include <stdexcept>
+
+#include "runtime/error.hpp"
+#include "runtime/payloads/vis.hpp"
 
 namespace uvflow {
 
@@ -112,6 +116,22 @@ class UnavailableCudaStage final : public Stage {
 }  // namespace
 
 std::unique_ptr<Stage> unavailable_cuda_stage() { return std::make_unique<UnavailableCudaStage>(); }
+
+double estimated_visibilities(const PortShapes& inputs, std::string_view port) {
+  auto it = inputs.find(port);
+  if (it == inputs.end() || !it->second.obs || it->second.obs->total_visibilities < 0)
+    throw InputError("input '" + std::string(port) + "': the number of visibilities is not known before the run "
+                     "(its source does not estimate its observation)");
+  return double(it->second.obs->total_visibilities);
+}
+
+Estimate per_visibility_estimate(const PortShapes& inputs, std::string_view port, const EstimateContext& c,
+                                 double cpu_per_core, double cuda) {
+  const double n = estimated_visibilities(inputs, port);
+  char basis[64];
+  std::snprintf(basis, sizeof basis, "%.3g visibilities", n);
+  return {.seconds = seconds_at(c, n, cpu_per_core, cuda), .basis = basis};
+}
 
 PortShapes describe_outputs(const StageSpec& spec, const ParamValues& params, const PortShapes& inputs) {
   PortShapes described = spec.describe ? spec.describe(params, inputs) : PortShapes{};

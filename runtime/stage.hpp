@@ -3,6 +3,7 @@
 // configure -> prepare -> process (one item) -> finish (end of stream).
 #pragma once
 
+#include <algorithm>
 #include <concepts>
 #include <cstdint>
 #include <filesystem>
@@ -150,13 +151,59 @@ struct Out {
 // and buffers: the planner asks each stage's `describe` (StageSpec) in topological order, from its
 // parameters and its inputs' shapes. Every field may be unknown, and a stage must still work then
 // (a producer that describes nothing, sizes that depend on the data).
+struct Observation;
+
+// What the estimate pass (StageSpec::estimate) learns of a w-projection kernel stack: enough for a
+// gridder to predict its work without the kernels.
+struct KernelFacts {
+  int planes = 0, oversample = 0, conv_size = 0, max_support = 0;
+  double mean_footprint = 0;  // expected (2s+1)^2 kernel points per visibility, over the data's |w|
+  double image_error = 0;     // predicted peak error of an image gridded with it (its error models)
+};
+
 struct PortShape {
   std::int64_t items = -1;           // items on the port: 1 for once ports, -1 unknown
   int nx = 0, ny = 0;                // image pixels, or grid cells, along x and y: 0 unknown
   std::optional<GridGeometry> grid;  // grids and kernel stacks: the image and grid geometry
+  // Known in the estimate pass only (never from describe): the observation the items come from,
+  // with its sizes and uvw statistics, and the kernel stack's facts.
+  std::shared_ptr<const Observation> obs;
+  std::optional<KernelFacts> kernel;
   bool sized() const { return nx > 0 && ny > 0; }
 };
 using PortShapes = std::map<std::string, PortShape, std::less<>>;  // by port name
+
+// ---------------------------------------------------------------- estimates
+
+struct EstimateContext {
+  std::string backend;  // "cpu" or "cuda"
+  int threads = 1;      // the run's TBB worker threads
+};
+
+// A stage's predicted cost on the data at hand: seconds on its backend (its time in the run
+// report), the relative error it predicts for its result (0: exact or not its concern), how it
+// got them, and what its outputs carry beyond their describe()d shape (PortShape::obs, kernel).
+struct Estimate {
+  double seconds = 0;
+  double error = 0;
+  std::string basis;
+  PortShapes outputs;
+};
+
+// Seconds to do `work` at `cpu_per_core` per second on each of the context's threads, or at
+// `cuda` per second on the device: the two measured rates a stage's estimate is built from.
+inline double seconds_at(const EstimateContext& c, double work, double cpu_per_core, double cuda) {
+  return c.backend == "cuda" ? work / cuda : work / (cpu_per_core * std::max(1, c.threads));
+}
+
+// The visibilities the items of an input carry, from its observation (PortShape::obs); throws
+// InputError naming the port when no estimate upstream told them.
+double estimated_visibilities(const PortShapes& inputs, std::string_view port);
+
+// The estimate of a stage whose time is proportional to the visibilities on `port`, at the rates
+// of seconds_at() (visibilities per second).
+Estimate per_visibility_estimate(const PortShapes& inputs, std::string_view port, const EstimateContext& c,
+                                 double cpu_per_core, double cuda);
 
 // ---------------------------------------------------------------- stages
 
@@ -248,6 +295,10 @@ struct StageSpec {
   // included, so it is cheap, allocates nothing, and leaves unknown what it cannot tell rather
   // than fail on the environment (prepare() reports that).
   std::function<PortShapes(const ParamValues&, const PortShapes& inputs)> describe;
+  // Optional: what running the stage would cost, for `choose: auto` (docs/pipelines.md, "Choices").
+  // Only the automatic choice calls it, so unlike describe it may look at the data's metadata (a
+  // source computes its observation's statistics). Throws InputError where the stage could not run.
+  std::function<Estimate(const ParamValues&, const PortShapes& inputs, const EstimateContext&)> estimate;
 
   const PortSpec* input(std::string_view n) const;
   const PortSpec* output(std::string_view n) const;

@@ -146,6 +146,8 @@ struct StageDecl {
   // says what it may do), e.g. `.describe = [](const Params& p, const PortShapes&) { return PortShapes{{"image",
   // {.nx = p.size, .ny = p.size}}}; }`. Ports are named by their constants: {std::string(out.name), ...}.
   std::function<PortShapes(const P&, const PortShapes& inputs)> describe;
+  // Optional: StageSpec::estimate from the typed parameters.
+  std::function<Estimate(const P&, const PortShapes& inputs, const EstimateContext&)> estimate;
 
   // The spec with these backends (the first is the default).
   StageSpec spec(std::vector<BackendSpec> backends) const {
@@ -158,7 +160,18 @@ struct StageDecl {
       s.describe = [decl = *this](const ParamValues& values, const PortShapes& in) {
         return decl.describe(decl.read(values), in);
       };
+    if (estimate)
+      s.estimate = [decl = *this](const ParamValues& values, const PortShapes& in, const EstimateContext& c) {
+        return decl.estimate(decl.read(values), in, c);
+      };
     return s;
+  }
+  // The same with an estimate (StageSpec::estimate), written beside the backends whose speed it models.
+  StageSpec spec(std::vector<BackendSpec> backends,
+                 std::function<Estimate(const P&, const PortShapes& inputs, const EstimateContext&)> est) const {
+    StageDecl d = *this;
+    d.estimate = std::move(est);
+    return d.spec(std::move(backends));
   }
   // Checked values (every default filled in by the loader or the harness) -> the typed struct.
   P read(const ParamValues& values) const {

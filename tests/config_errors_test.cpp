@@ -170,8 +170,8 @@ TEST(ConfigErrors, ChoicesLinkTheChosenOptionAndRefuseTheRest) {
   EXPECT_EQ(diagnostics("choice.yaml", {"imaging.epsilon=1e-3"}),
             V{"--set imaging.epsilon=1e-3: error: choice 'imaging' has one setting, 'imaging.choose'"});
   EXPECT_EQ(diagnostics("choice_errors.yaml"),
-            (V{"choice_errors.yaml:5:13: error: choice 'imaging': no option 'wstak'; the options are wproj, wstack (did "
-               "you mean 'wstack'?)",
+            (V{"choice_errors.yaml:5:13: error: choice 'imaging': no option 'wstak'; the options are wproj, wstack, or "
+               "auto (did you mean 'wstack'?)",
                "choice_errors.yaml:15:9: error: choice 'imaging' option 'wstack': unknown key 'inputs'",
                "choice_errors.yaml:14:18: error: choice 'imaging' option 'wstack' gives outputs extra, picture, option "
                "'wproj' gives image: every option must give the same, so that a switch leaves no reader unconnected"}));

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstdio>
 #include <climits>
 #include <cstdlib>
 #include <vector>
@@ -381,6 +382,20 @@ class TiledGridder : public DeclaredStage<decl> {
 
 }  // namespace
 
-StageSpec spec() { return decl.spec({cpu_backend<TiledGridder>(), UVFLOW_CUDA_BACKEND(make_cuda)}); }
+// The estimate (choose: auto): the kernel stack's expected footprint per visibility, at the measured
+// kernel-point updates/s: 1.03e9 per core on the VM (bench/results/cpu_gridders.md), on the H100
+// 4.96e11 (uvflow), 2.24e11 (nvidia), 1.05e11 (nag) (bench/results/h100.md, el56-82).
+Estimate estimate(const Params& p, const PortShapes& in, const EstimateContext& c) {
+  const double n = estimated_visibilities(in, buckets.name);
+  auto k = in.find(kernels.name);
+  if (k == in.end() || !k->second.kernel) throw InputError("input 'kernels': the kernel stack's supports are not estimated");
+  const double updates = n * k->second.kernel->mean_footprint;
+  const double cuda = p.variant == "nvidia" ? 2.24e11 : p.variant == "nag" ? 1.05e11 : 4.96e11;
+  char basis[96];
+  std::snprintf(basis, sizeof basis, "%.3g kernel-point updates", updates);
+  return {.seconds = seconds_at(c, updates, 1.03e9, cuda), .error = k->second.kernel->image_error, .basis = basis};
+}
+
+StageSpec spec() { return decl.spec({cpu_backend<TiledGridder>(), UVFLOW_CUDA_BACKEND(make_cuda)}, estimate); }
 
 }  // namespace uvflow::grid_tiled

@@ -1,6 +1,7 @@
 #include "stages/grid/wstack.hpp"
 
 #include <cmath>
+#include <cstdio>
 #include <optional>
 #include <stdexcept>
 #include <vector>
@@ -84,6 +85,28 @@ class WStackGridder : public DeclaredStage<decl> {
 
 }  // namespace
 
-StageSpec spec() { return decl.spec({cpu_backend<WStackGridder>(), UVFLOW_CUDA_BACKEND(make_cuda)}); }
+// The estimate (choose: auto): sorting, W^3 kernel-point updates per visibility, one pruned FFT of
+// the padded grid and one w-screen pass over the image per plane. Rates measured on the VM (per
+// core: 2.09 M visibilities at 2048^2 and the small preset at epsilon 1e-4; the stage's log splits
+// them) and on the H100 (bench/results/h100_wstack.md, el56-82 at 8192^2: 67 ms of gridding, 85 ms
+// of FFTs and transposes, 25 ms of image sums, 50 ms of waits and allocation).
+Estimate estimate(const Params& p, const PortShapes& in, const EstimateContext& c) {
+  const double n = estimated_visibilities(in, vis.name);
+  const Observation& obs = *in.find(vis.name)->second.obs;
+  const wstack::Engine engine = make_engine(p);
+  const int planes = engine.planes(obs.min_abs_w, obs.max_abs_w).count;
+  const double W = engine.kernel().support, cells = double(engine.grid_size()) * engine.grid_size();
+  const double pixels = double(p.image_size) * p.image_size;
+  const bool cuda = c.backend == "cuda";
+  const double seconds = seconds_at(c, n, 1.3e7, 2e9) + seconds_at(c, n * W * W * W, 2e8, 1e11) +
+                         seconds_at(c, planes * cells * std::log2(cells), 3.8e9, 3.9e12) +
+                         seconds_at(c, planes * pixels, 3e8, 1.2e11) + (cuda ? 0.05 : 0);
+  char basis[128];
+  std::snprintf(basis, sizeof basis, "%.3g visibilities, W %d, %d planes of %d^2 cells", n, int(W), planes,
+                engine.grid_size());
+  return {.seconds = seconds, .error = p.epsilon, .basis = basis};
+}
+
+StageSpec spec() { return decl.spec({cpu_backend<WStackGridder>(), UVFLOW_CUDA_BACKEND(make_cuda)}, estimate); }
 
 }  // namespace uvflow::grid_wstack

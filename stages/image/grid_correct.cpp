@@ -4,8 +4,10 @@
 #include <spdlog/spdlog.h>
 
 #include <cmath>
+#include <cstdio>
 #include <vector>
 
+#include "runtime/error.hpp"
 #include "runtime/payloads/image.hpp"
 #include "runtime/payloads/kernels.hpp"
 #include "stages/shared/spheroidal.hpp"
@@ -84,6 +86,15 @@ class GridCorrect : public DeclaredStage<decl> {
 
 }  // namespace
 
-StageSpec spec() { return decl.spec({cpu_backend<GridCorrect>(), UVFLOW_CUDA_BACKEND(make_cuda)}); }
+// The estimate (choose: auto): 3e8 pixels/s per core on the VM, 2.2e11 on the H100 (15000^2 in
+// 0.36 s on 2 cores and in 1.04 ms).
+StageSpec spec() {
+  return decl.spec({cpu_backend<GridCorrect>(), UVFLOW_CUDA_BACKEND(make_cuda)},
+                   [](const Params&, const PortShapes& in, const EstimateContext& c) {
+                     auto i = in.find(in_image.name);
+                     if (i == in.end() || !i->second.sized()) throw InputError("input 'image': its size is not known");
+                     return Estimate{.seconds = seconds_at(c, double(i->second.nx) * i->second.ny, 3e8, 2.2e11)};
+                   });
+}
 
 }  // namespace uvflow::image_grid_correct

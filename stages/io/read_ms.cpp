@@ -119,6 +119,8 @@ class ReadMs : public DeclaredStage<decl> {
     scan();
   }
 
+  std::shared_ptr<const Observation> observation() const { return obs_; }
+
   // The observation is known before the first block: kernels.wproj can start at once.
   void start(Context& ctx) override {
     auto out = std::make_shared<VisSetInfo>();
@@ -430,6 +432,18 @@ class ReadMs : public DeclaredStage<decl> {
 
 }  // namespace
 
-StageSpec spec() { return decl.spec({cpu_backend<ReadMs>()}); }
+// The estimate (choose: auto) is the observation, from the same pass over UVW and the flags as
+// prepare()'s (so an automatic choice reads them twice); the reading itself is outside every choice.
+StageSpec spec() {
+  return decl.spec({cpu_backend<ReadMs>()}, [](const Params& p, const PortShapes&, const EstimateContext&) {
+    ReadMs s;
+    s.check(p);
+    PrepareContext pc;
+    s.prepare(pc);
+    Estimate e;
+    e.outputs[std::string(info.name)].obs = e.outputs[std::string(vis.name)].obs = s.observation();
+    return e;
+  });
+}
 
 }  // namespace uvflow::io_read_ms

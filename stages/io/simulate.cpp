@@ -245,31 +245,44 @@ class Simulate : public DeclaredStage<decl> {
     configure_sky(p);
   }
 
-  void prepare(PrepareContext& pc) override {
+  // Every station of the layout file, which must have as many as are asked for.
+  std::vector<Station> layout() const {
     const auto path = find_layout(layout_);
-    const auto all = read_layout(path);
+    auto all = read_layout(path);
     if (all.size() < std::size_t(stations_))
       throw InputError("station layout '" + path.string() + "' has " + std::to_string(all.size()) +
                        " stations, " + std::to_string(stations_) + " asked for");
+    return all;
+  }
+
+  void prepare(PrepareContext& pc) override {
+    const auto all = layout();
     if (pc.dry_run) return;
     pinned_ = pc.pinned(vis.name);
     share_ = Share(share_rows_);
-    std::vector<Station> chosen;
-    antennas_.clear();
-    for (std::size_t i : nearest_stations(all, stations_)) {
-      chosen.push_back(all[i]);
-      antennas_.push_back(itrf(all[i]));
-      antennas_.back().name = "S" + std::to_string(i);  // the layout-file line, from 0
-    }
-    make_baselines(chosen);
-    make_hour_angles();
-    make_observation();
+    observe(all);
     if (precompute_) {
       const auto t0 = std::chrono::steady_clock::now();
       for (std::int64_t b = 0; b < share_.count(blocks_); ++b) precomputed_.push_back(make_block(share_.global(b)));
       spdlog::info("io.simulate: precomputed {} visibilities in {} blocks in {:.2f} s", obs_->total_visibilities, blocks_,
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
+  }
+
+  // The chosen stations, their baselines and the dumps' hour angles; the observation with its uvw
+  // statistics (a pass over every visibility's uvw, without the sky).
+  std::shared_ptr<const Observation> observe(const std::vector<Station>& all) {
+    std::vector<Station> chosen;
+    antennas_.clear();
+    for (std::size_t i : nearest_stations(all, stations_)) {
+      chosen.push_back(all[i]);
+      antennas_.push_back(itrf(all[i]));
+      antennas_.back().name = std::string("S").append(std::to_string(i));  // the layout-file line, from 0
+    }
+    make_baselines(chosen);
+    make_hour_angles();
+    make_observation();
+    return obs_;
   }
 
   // The observation is known before the first block: kernels.wproj can start at once.
@@ -612,6 +625,17 @@ class Simulate : public DeclaredStage<decl> {
 
 }  // namespace
 
-StageSpec spec() { return decl.spec({cpu_backend<Simulate>()}); }
+// The estimate (choose: auto) is the observation, which the stages after it estimate from; the
+// simulation itself is outside every choice.
+StageSpec spec() {
+  return decl.spec({cpu_backend<Simulate>()}, [](const Params& p, const PortShapes&, const EstimateContext&) {
+    Simulate s;
+    s.check(p);
+    Estimate e;
+    e.outputs[std::string(info.name)].obs = e.outputs[std::string(vis.name)].obs =
+        s.observe(s.layout());
+    return e;
+  });
+}
 
 }  // namespace uvflow::io_simulate

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -428,6 +429,11 @@ bool write_cache(const std::filesystem::path& file, const std::string& key, cons
 
 class WProj : public DeclaredStage<kernels_wproj::decl> {
  public:
+  const WProjSettings& settings() const { return s_; }
+  // The cache file of the stack these sizes make ("" without a cache).
+  std::filesystem::path cache_file_of(const WProjSizes& z) const {
+    return cache_dir_.empty() ? std::filesystem::path() : cache_file(cache_dir_, cache_key(z, s_.support_threshold));
+  }
   void check(const Params& p) override {
     s_.image_size = int(p.image_size);
     s_.cell_rad = p.cell_arcsec * kArcsecToRad;
@@ -488,7 +494,7 @@ class WProj : public DeclaredStage<kernels_wproj::decl> {
     ks->max_w = z.max_w;
 
     const std::string key = cache_key(z, s_.support_threshold);
-    const auto file = cache_dir_.empty() ? std::filesystem::path() : cache_file(cache_dir_, key);
+    const auto file = cache_file_of(z);
     if (!file.empty()) {
       std::error_code ec;
       std::filesystem::create_directories(cache_dir_, ec);
@@ -676,6 +682,65 @@ WProjSizes wproj_sizes(const WProjSettings& s, const Observation& obs) {
 
 namespace uvflow::kernels_wproj {
 
-StageSpec spec() { return decl.spec({cpu_backend<WProj>()}); }
+namespace {
+
+// Kernel generation: 5.6e9 (points x log2 points) of pruned plane FFT per second per core, measured
+// on the VM (431 planes of 2000^2 in 3.38 s on 2 threads, small preset at 2048^2 pixels); a cached
+// stack loads at about 3e8 bytes/s (the VM: 6.9 MiB in 20 ms with its layouts).
+constexpr double kPlaneFftRate = 5.6e9, kCacheReadRate = 3e8;
+
+// The expected footprint (2s+1)^2 over the data's |w|, taken as half-normal with the observation's
+// rms |w| (clipped to its range): 64 quantiles, each at its plane's estimated support.
+double mean_footprint(const WProjSizes& z, const Observation& obs) {
+  constexpr int kQuantiles = 64;
+  double sum = 0;
+  for (int i = 0; i < kQuantiles; ++i) {
+    const double q = (i + 0.5) / kQuantiles;  // P(|w| <= x) = erf(x / (sqrt(2) rms)): bisect for x
+    double lo = 0, hi = 10 * std::max(obs.rms_abs_w, 1e-300);
+    for (int k = 0; k < 60; ++k) {
+      const double mid = 0.5 * (lo + hi);
+      (std::erf(mid / (std::sqrt(2.0) * obs.rms_abs_w)) < q ? lo : hi) = mid;
+    }
+    const double w = std::clamp(0.5 * (lo + hi), obs.min_abs_w, obs.max_abs_w);
+    const double k = z.planes > 1 ? std::round(std::sqrt(w * z.w_scale)) : 0;  // its plane
+    // support_estimate bounds the support to size the FFT (a cell of margin, rounded up); 0.75 cell
+    // less matched the supports kernels.wproj made on the small preset (1.16e8 updates, 1.15e8 run).
+    const double support = std::min(support_estimate(z, k * k / std::max(z.w_scale, 1e-300)) - 0.75,
+                                    double(z.max_support()));
+    sum += (2 * support + 1) * (2 * support + 1);
+  }
+  return sum / kQuantiles;
+}
+
+// The stack's sizes for the data (wproj_sizes), what making it costs (generated or read from the
+// cache), and the kernel facts the gridders estimate from, with the predicted peak error of an
+// image gridded with it (the error is the gridder's to report: weighting reads the stack too).
+Estimate estimate(const Params& p, const PortShapes& in, const EstimateContext& c) {
+  WProj stage;
+  stage.check(p);
+  auto it = in.find(info.name);
+  if (it == in.end() || !it->second.obs) throw InputError("input 'info': no observation estimated before the run");
+  const Observation& obs = *it->second.obs;
+  const WProjSizes z = wproj_sizes(stage.settings(), obs);
+  const double points = double(z.conv_size) * z.conv_size;
+  KernelFacts k{z.planes, z.oversample, z.conv_size, std::min(support_estimate(z, z.max_w), z.max_support()),
+                mean_footprint(z, obs), z.w_error + z.lookup_error};
+  std::error_code ec;
+  const auto file = stage.cache_file_of(z);
+  const auto cached_bytes = file.empty() ? 0 : std::filesystem::file_size(file, ec);
+  const bool cached = !file.empty() && !ec;
+  char basis[160];
+  std::snprintf(basis, sizeof basis, "%d planes of %d^2-point FFTs, %s, mean footprint %.0f cells", z.planes,
+                z.conv_size, cached ? "cached" : "not cached", k.mean_footprint);
+  Estimate e{.seconds = cached ? double(cached_bytes) / kCacheReadRate
+                               : z.planes * points * std::log2(points) / (kPlaneFftRate * std::max(1, c.threads)),
+             .basis = basis};
+  e.outputs[std::string(kernels.name)].kernel = k;
+  return e;
+}
+
+}  // namespace
+
+StageSpec spec() { return decl.spec({cpu_backend<WProj>()}, estimate); }
 
 }  // namespace uvflow::kernels_wproj

@@ -104,6 +104,13 @@ void check_inputs(const VisBlock& vis, const TileCounts& counts) {
   if (vis.size() > std::size_t(INT32_MAX)) throw InputError(block + ": more than 2^31 visibilities in one block");
 }
 
-StageSpec spec() { return decl.spec({cpu_backend<BucketSort>(), UVFLOW_CUDA_BACKEND(make_cuda)}); }
+// Rates of the estimate (choose: auto): 2.3e7 visibilities/s per core on the VM, 5.2e9/s on the
+// H100 (bench/results/cpu_gridders.md, h100.md, el56-82).
+StageSpec spec() {
+  return decl.spec({cpu_backend<BucketSort>(), UVFLOW_CUDA_BACKEND(make_cuda)},
+                   [](const Params&, const PortShapes& in, const EstimateContext& c) {
+                     return per_visibility_estimate(in, vis.name, c, 2.3e7, 5.2e9);
+                   });
+}
 
 }  // namespace uvflow::tiles_bucket_sort

@@ -83,6 +83,13 @@ void check_inputs(const VisBlock& vis, const BoundingBox& box) {
     throw InputError(block + ": the bounding box holds " + std::to_string(box.range.size()) + " values, not 4");
 }
 
-StageSpec spec() { return decl.spec({cpu_backend<TileCount>(), UVFLOW_CUDA_BACKEND(make_cuda)}); }
+// Rates of the estimate (choose: auto): 4.7e7 visibilities/s per core on the VM, 9.7e9/s on the
+// H100 (bench/results/cpu_gridders.md, h100.md, el56-82).
+StageSpec spec() {
+  return decl.spec({cpu_backend<TileCount>(), UVFLOW_CUDA_BACKEND(make_cuda)},
+                   [](const Params&, const PortShapes& in, const EstimateContext& c) {
+                     return per_visibility_estimate(in, vis.name, c, 4.7e7, 9.7e9);
+                   });
+}
 
 }  // namespace uvflow::tiles_count

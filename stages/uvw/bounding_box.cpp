@@ -51,6 +51,13 @@ class BoundingBoxStage : public DeclaredStage<decl> {
 
 }  // namespace
 
-StageSpec spec() { return decl.spec({cpu_backend<BoundingBoxStage>(), UVFLOW_CUDA_BACKEND(make_cuda)}); }
+// Rates of the estimate (choose: auto): 2.4e8 visibilities/s per core on the VM, 8.1e9/s on the
+// H100 (bench/results/cpu_gridders.md, h100.md, el56-82).
+StageSpec spec() {
+  return decl.spec({cpu_backend<BoundingBoxStage>(), UVFLOW_CUDA_BACKEND(make_cuda)},
+                   [](const Params&, const PortShapes& in, const EstimateContext& c) {
+                     return per_visibility_estimate(in, vis.name, c, 2.4e8, 8.1e9);
+                   });
+}
 
 }  // namespace uvflow::uvw_bounding_box

@@ -91,6 +91,13 @@ class WSort : public DeclaredStage<decl> {
 
 }  // namespace
 
-StageSpec spec() { return decl.spec({cpu_backend<WSort>(), UVFLOW_CUDA_BACKEND(make_cuda)}); }
+// Rates of the estimate (choose: auto): 9.4e6 visibilities/s per core on the VM
+// (bench/results/cpu_gridders.md, and the small preset), 1.04e9/s on the H100 (h100.md, el56-82).
+StageSpec spec() {
+  return decl.spec({cpu_backend<WSort>(), UVFLOW_CUDA_BACKEND(make_cuda)},
+                   [](const Params&, const PortShapes& in, const EstimateContext& c) {
+                     return per_visibility_estimate(in, vis_in.name, c, 9.4e6, 1.04e9);
+                   });
+}
 
 }  // namespace uvflow::uvw_w_sort
