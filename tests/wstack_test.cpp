@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <numbers>
 #include <random>
+#include <set>
 
 #include "runtime/harness.hpp"
 #include "runtime/units.hpp"
@@ -202,6 +203,45 @@ TEST(WStack, OtherPaddingsMeetEpsilonOrAreRefused) {
       }
     }
   EXPECT_GT(refused, 0);  // padding 1.2 cannot reach 1e-5 in single precision
+}
+
+// padding 0's choice (cheapest_padding): of the paddings that reach epsilon, the least predicted
+// time for the data; few visibilities favour small kernels' large grids less than many do; the
+// padding chosen still meets epsilon against the DFT.
+TEST(WStack, CheapestPaddingMeetsEpsilonAtTheLeastPredictedTime) {
+  std::mt19937_64 rng(test::fresh_seed());
+  const SkyField& f = kWide;
+  const double cell = f.cell_arcsec * kArcsecToRad;
+  Vis vis = random_uvw(f, 1500, rng);
+  predict_sky(vis, random_sky(f.npix, rng), f.npix, cell);
+  double wmin = 1e300, wmax = 0;
+  for (float w : vis.w) wmin = std::min(wmin, std::abs(double(w))), wmax = std::max(wmax, std::abs(double(w)));
+  const EstimateContext cpu{"cpu", 2};
+  for (double eps : {1e-2, 1e-4}) {
+    std::set<double> chosen;
+    for (double n : {1e3, 1e6, 1e9}) {
+      const wstack::Options best = wstack::cheapest_padding(options(f, eps), n, wmin, wmax, cpu);
+      const double t = wstack::predicted_seconds(wstack::Engine(best), n, wmin, wmax, cpu);
+      for (double sigma : {1.25, 1.5, 1.75, 2.0, 2.5, 3.0}) {
+        wstack::Options o = options(f, eps);
+        o.padding = sigma;
+        try {
+          EXPECT_LE(t, wstack::predicted_seconds(wstack::Engine(o), n, wmin, wmax, cpu)) << "padding " << sigma;
+        } catch (const std::invalid_argument&) {  // out of reach at this padding: not a candidate
+        }
+      }
+      chosen.insert(best.padding);
+    }
+    // More visibilities make the kernel's W^3 matter more than the grid: the padding grows.
+    EXPECT_GT(chosen.size(), 1u) << "epsilon " << eps;
+    const wstack::Options mine = wstack::cheapest_padding(options(f, eps), double(vis.c.size()), wmin, wmax, cpu);
+    const double err = rel_l2(wstack::Engine(mine).grid(vis.u.data(), vis.v.data(), vis.w.data(), vis.c.data(),
+                                                        vis.c.size()),
+                              dft_image(vis, f.npix, cell));
+    EXPECT_LE(err, eps) << "padding " << mine.padding;
+  }
+  // Nothing reaches 1e-7 in single precision: refused as for a given padding.
+  EXPECT_THROW(wstack::cheapest_padding(options(f, 1e-7), 1e6, wmin, wmax, cpu), std::invalid_argument);
 }
 
 // Many visibilities on few cells (short baselines on a fine grid): at epsilon 1e-6 a single-precision

@@ -2,10 +2,12 @@
 
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 #include <vector>
 
+#include <oneapi/tbb/task_arena.h>
 #include <spdlog/spdlog.h>
 
 #include "runtime/error.hpp"
@@ -17,10 +19,13 @@ namespace uvflow::grid_wstack {
 
 wstack::Engine make_engine(const Params& p) {
   if (p.image_size % 2) throw ParamError("image_size", "image_size must be even");
+  if (p.padding != 0 && p.padding < 1.2) throw ParamError("padding", "must be 0 (chosen by cost) or at least 1.2");
+  // Padding 0 is chosen when the data is known (padded_for_data); until then the engine of the
+  // largest padding tried checks that epsilon can be reached at all.
   const wstack::Options o{.image_size = int(p.image_size),
                           .cell_rad = p.cell_arcsec * kArcsecToRad,
                           .epsilon = p.epsilon,
-                          .padding = p.padding,
+                          .padding = p.padding == 0 ? 3.0 : p.padding,
                           .double_grid = p.accumulate == "double" || (p.accumulate == "auto" && p.epsilon <= 1e-5)};
   try {
     return wstack::Engine(o);
@@ -29,6 +34,16 @@ wstack::Engine make_engine(const Params& p) {
   } catch (const InputError& e) {
     throw ParamError("cell_arcsec", e.what());
   }
+}
+
+wstack::Engine padded_for_data(const wstack::Engine& e, const Params& p, double n, double min_abs_w,
+                               double max_abs_w, const EstimateContext& c, std::string_view id) {
+  if (p.padding != 0) return e;
+  wstack::Engine chosen(wstack::cheapest_padding(e.options(), n, min_abs_w, max_abs_w, c));
+  spdlog::info("grid.wstack '{}': padding {:g} (W {}, {} planes of {}^2 cells) predicted fastest for {:.3g} "
+               "visibilities, |w| {:.3g}..{:.3g}", id, chosen.options().padding, chosen.kernel().support,
+               chosen.planes(min_abs_w, max_abs_w).count, chosen.grid_size(), n, min_abs_w, max_abs_w);
+  return chosen;
 }
 
 namespace {
@@ -58,6 +73,10 @@ class WStackGridder : public DeclaredStage<decl> {
   void finish(Context& ctx) override {
     if (!obs_) throw std::runtime_error("grid.wstack: no visibility block arrived");
     if (!(sum_weight_ > 0)) throw std::runtime_error("grid.wstack: the weights sum to 0: no visibility was gridded");
+    double min_w = std::numeric_limits<double>::infinity(), max_w = 0;
+    for (float w : w_) min_w = std::min(min_w, std::abs(double(w))), max_w = std::max(max_w, std::abs(double(w)));
+    engine_.emplace(padded_for_data(*engine_, params(), double(c_.size()), min_w, max_w,
+                                    {"cpu", tbb::this_task_arena::max_concurrency()}, ctx.stage_id()));
     wstack::Stats st;
     const std::vector<double> acc = engine_->grid(u_.data(), v_.data(), w_.data(), c_.data(), c_.size(), &st);
     const int n = engine_->options().image_size;
@@ -85,26 +104,15 @@ class WStackGridder : public DeclaredStage<decl> {
 
 }  // namespace
 
-// The estimate (choose: auto): sorting, W^3 kernel-point updates per visibility, one pruned FFT of
-// the padded grid and one w-screen pass over the image per plane. Rates measured on the VM (per
-// core: 2.09 M visibilities at 2048^2 and the small preset at epsilon 1e-4; the stage's log splits
-// them) and on the H100 (bench/results/h100_wstack.md, el56-82 at 8192^2: 67 ms of gridding, 85 ms
-// of FFTs and transposes, 25 ms of image sums, 50 ms of waits and allocation).
+// The estimate (choose: auto): wstack::predicted_seconds, at the padding the stage will use.
 Estimate estimate(const Params& p, const PortShapes& in, const EstimateContext& c) {
   const double n = estimated_visibilities(in, vis.name);
   const Observation& obs = *in.find(vis.name)->second.obs;
-  const wstack::Engine engine = make_engine(p);
-  const int planes = engine.planes(obs.min_abs_w, obs.max_abs_w).count;
-  const double W = engine.kernel().support, cells = double(engine.grid_size()) * engine.grid_size();
-  const double pixels = double(p.image_size) * p.image_size;
-  const bool cuda = c.backend == "cuda";
-  const double seconds = seconds_at(c, n, 1.3e7, 2e9) + seconds_at(c, n * W * W * W, 2e8, 1e11) +
-                         seconds_at(c, planes * cells * std::log2(cells), 3.8e9, 3.9e12) +
-                         seconds_at(c, planes * pixels, 3e8, 1.2e11) + (cuda ? 0.05 : 0);
-  char basis[128];
-  std::snprintf(basis, sizeof basis, "%.3g visibilities, W %d, %d planes of %d^2 cells", n, int(W), planes,
-                engine.grid_size());
-  return {.seconds = seconds, .error = p.epsilon, .basis = basis};
+  const wstack::Engine e = padded_for_data(make_engine(p), p, n, obs.min_abs_w, obs.max_abs_w, c, "estimate");
+  char basis[160];
+  std::snprintf(basis, sizeof basis, "%.3g visibilities, padding %g, W %d, %d planes of %d^2 cells", n,
+                e.options().padding, e.kernel().support, e.planes(obs.min_abs_w, obs.max_abs_w).count, e.grid_size());
+  return {.seconds = wstack::predicted_seconds(e, n, obs.min_abs_w, obs.max_abs_w, c), .error = p.epsilon, .basis = basis};
 }
 
 StageSpec spec() { return decl.spec({cpu_backend<WStackGridder>(), UVFLOW_CUDA_BACKEND(make_cuda)}, estimate); }

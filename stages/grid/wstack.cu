@@ -326,6 +326,7 @@ class WStackGridderCuda : public DeclaredStage<decl> {
     if (!(stats[0] > 0)) throw std::runtime_error("grid.wstack: the weights sum to 0: no visibility was gridded");
     float lim[3];
     std::memcpy(lim, range, sizeof lim);
+    engine_.emplace(padded_for_data(*engine_, params(), double(n_), lim[0], lim[1], {"cuda", 1}, ctx.stage_id()));
     const wstack::Engine& e = *engine_;
     const wstack::Planes pl = e.planes(lim[0], lim[1]);
     Array<double> taps, corr;

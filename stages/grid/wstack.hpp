@@ -52,11 +52,13 @@ inline const StageDecl<Params> decl{
                         "(with padding 2: W = 4, 5, 6, 7, 8 at 1e-2, 1e-3, 1e-4, 1e-5, 1e-6)"}},
                {&Params::padding,
                 {.name = "padding",
-                 .min = 1.2,
+                 .min = 0,
                  .max = 4.0,
                  .doc = "oversampling sigma: grid cells per image pixel; larger means narrower kernels but larger FFTs "
                         "and more w-planes per unit of w. In single precision 1.2 reaches epsilon 1e-3, 1.5 1e-5, 2 "
-                        "1e-6 (a smaller epsilon is refused, naming this parameter)"}},
+                        "1e-6 (a smaller epsilon is refused, naming this parameter). 0: the one of 1.25, 1.5, 1.75, "
+                        "2, 2.5, 3 that reaches epsilon at the least predicted time for the data (its count and |w| "
+                        "range, known when the stream ends; the cost model of `choose: auto`), logged"}},
                {&Params::accumulate,
                 {.name = "accumulate",
                  .choices = {"auto", "single", "double"},
@@ -77,5 +79,9 @@ std::unique_ptr<Stage> make_cuda();  // stages/grid/wstack.cu
 // Both backends: the engine the parameters ask for (ParamError naming epsilon or cell_arcsec when
 // the kernel cannot reach epsilon or the field reaches the horizon).
 wstack::Engine make_engine(const Params& p);
+// With padding 0, the engine at the padding predicted fastest for this data (wstack::cheapest_padding),
+// logged for the stage `id`; otherwise `e`.
+wstack::Engine padded_for_data(const wstack::Engine& e, const Params& p, double n, double min_abs_w,
+                               double max_abs_w, const EstimateContext& c, std::string_view id);
 
 }  // namespace uvflow::grid_wstack

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "runtime/buffer.hpp"
+#include "runtime/stage.hpp"
 #include "stages/shared/es_kernel.hpp"
 
 namespace uvflow::wstack {
@@ -45,6 +46,17 @@ struct Stats {
   double updates = 0;       // kernel-point updates: visibilities x W^3
   double sort_s = 0, grid_s = 0, fft_s = 0, screen_s = 0;  // fft_s includes planning
 };
+
+class Engine;
+
+// The cost model of grid.wstack (its estimate for `choose: auto`, and `padding: 0`): seconds to
+// sort n visibilities, spread each over W^3 kernel points, transform every plane's grid (pruned)
+// and apply its w-screen to the image, at rates measured on the VM per core and on the H100
+// (bench/results/h100_wstack.md), for |w| in [min_abs_w, max_abs_w].
+double predicted_seconds(const Engine& e, double n, double min_abs_w, double max_abs_w, const EstimateContext& c);
+// The options with the padding (of 1.25, 1.5, 1.75, 2, 2.5, 3) that reaches o.epsilon at the least
+// predicted cost for that data; throws std::invalid_argument when none reaches it.
+Options cheapest_padding(Options o, double n, double min_abs_w, double max_abs_w, const EstimateContext& c);
 
 class Engine {
  public:
