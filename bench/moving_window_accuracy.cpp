@@ -27,6 +27,7 @@
 #include "stages/image/grid_correct.hpp"
 #include "stages/io/simulate.hpp"
 #include "stages/kernels/wproj.hpp"
+#include "tests/support/grid_cases.hpp"
 
 using namespace uvflow;
 
@@ -45,16 +46,6 @@ std::shared_ptr<const Grid> grid_with(const std::shared_ptr<const KernelStack>& 
   for (auto& b : blocks) h.process({{"vis", b}});
   h.finish();
   return h.output<Grid>("grid");
-}
-
-double relative_frobenius(const Grid& a, const Grid& ref) {
-  double diff = 0, norm = 0;
-  for (std::size_t i = 0; i < ref.cells.size(); ++i) {
-    const std::complex<double> r(ref.cells[i]), d = std::complex<double>(a.cells[i]) - r;
-    diff += std::norm(d);
-    norm += std::norm(r);
-  }
-  return std::sqrt(diff / norm);
 }
 
 std::shared_ptr<const Image> image_of(const std::shared_ptr<const Grid>& g, const std::shared_ptr<const KernelStack>& ks) {
@@ -143,7 +134,7 @@ int main(int argc, char** argv) {
       largest = std::max(largest, change);
       mean += change / double(peaks.size());
     }
-    std::printf("| %d | %d | %.6f | %.4f %% | %.4f %% | %.1f |\n", b, (240 + b - 1) / b, relative_frobenius(*g, *exact),
+    std::printf("| %d | %d | %.6f | %.4f %% | %.4f %% | %.1f |\n", b, (240 + b - 1) / b, test::relative_frobenius(*g, exact->cells),
                 100 * largest, 100 * mean, s);
     std::fflush(stdout);
   }

@@ -28,7 +28,7 @@ for path in args.reports:
     if r["pipeline"] == "bench_el56-82_gpu":
         e2e = r
         continue
-    m = re.search(r"gpu_(.+)_(uvflow|nvidia|nag)\.report\.json$", path)
+    m = re.search(r"gpu_(.+)_(uvflow|nvidia|nag|chebyshev\d+)\.report\.json$", path)
     if m:
         runs.setdefault(m.group(1), {})[m.group(2)] = r
 
@@ -53,7 +53,9 @@ print(f"{datetime.date.today()}, commit {commit or '?'}, {args.device or 'GPU'};
 for preset in ["synthetic", "el30-56", "el56-82", "el82-70"]:
     if preset not in runs:
         continue
-    variants = [v for v in ["uvflow", "nvidia", "nag"] if v in runs[preset]]
+    # chebyshevN: grid.tiled variant chebyshev with N coefficients (bench/chebyshev_h100.sh).
+    chebyshev = sorted((v for v in runs[preset] if v.startswith("chebyshev")), key=lambda v: int(v[9:]))
+    variants = [v for v in ["uvflow", "nvidia", "nag"] if v in runs[preset]] + chebyshev
     ref = runs[preset][variants[0]]
     g = stage(ref, "grid")
     nvis, upd = g["visibilities"], g["updates"]

@@ -159,6 +159,7 @@ struct KernelFacts {
   int planes = 0, oversample = 0, conv_size = 0, max_support = 0;
   double mean_footprint = 0;  // expected (2s+1)^2 kernel points per visibility, over the data's |w|
   double image_error = 0;     // predicted peak error of an image gridded with it (its error models)
+  int chebyshev_terms = 0;    // the Chebyshev fit's terms per plane (0: none)
 };
 
 struct PortShape {

@@ -1,4 +1,4 @@
-// grid.tiled, cuda backend, all three variants (uvflow, nvidia, nag), driven through the device
+// grid.tiled, cuda backend, all four variants (uvflow, nvidia, nag, chebyshev), driven through the device
 // sort chain (uvw.w_sort -> uvw.bounding_box -> tiles.count -> tiles.bucket_sort, cuda) and
 // compared with the double-precision Listing 1 reference: relative Frobenius norm below 1e-5, the
 // same norm, gridded and skipped counts, the same updates. Random inputs (fixed and fresh seeds),
@@ -6,17 +6,23 @@
 // blocks into one grid. Skips without a CUDA device.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
+#include <utility>
 
+#include "runtime/error.hpp"
 #include "stages/grid/tiled.hpp"
 #include "stages/tiles/bucket_sort.hpp"
 #include "stages/tiles/count.hpp"
 #include "stages/uvw/bounding_box.hpp"
+#include "stages/shared/chebyshev.hpp"
 #include "stages/uvw/w_sort.hpp"
+#include "tests/support/chebyshev_reference.hpp"
 #include "tests/support/gpu_test.hpp"
 #include "tests/support/grid_cases.hpp"
 #include "tests/support/reference_gridder.hpp"
 #include "tests/support/seeds.hpp"
+#include "tests/support/wproj_stack.hpp"
 
 using namespace uvflow;
 using namespace uvflow::test;
@@ -81,6 +87,11 @@ class GridTiledGpu : public test::GpuTest {
   }
 };
 
+
+std::vector<VisAt> concat_vis(std::vector<VisAt> a, const std::vector<VisAt>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
 
 }  // namespace
 
@@ -162,4 +173,50 @@ TEST_F(GridTiledGpu, WrongLayoutOrTilingIsRefused) {
   EXPECT_THROW(grid_on_device(ks, blocks, {"uvflow", 32, 32}), std::runtime_error);
   build_kernel_layouts(*ks, {.rows = false, .gpu = true});
   EXPECT_THROW(grid_on_device(ks, blocks, {"nvidia", 32, 32}), std::runtime_error);  // nvidia needs 32 x 16
+}
+
+// Variant chebyshev (kernels evaluated from the stack's Chebyshev fit): the cuda design against the
+// cpu backend, its reference, on the same blocks and fit, and both against Listing 1 with the
+// fitted kernel; register and shared-memory paths, both tile heights, r^2 and r, real w-kernels
+// (supports 4 to 24), a dense core and the grid's edges.
+TEST_F(GridTiledGpu, ChebyshevMatchesTheCpuBackend) {
+  const auto table = wproj_stack(256, 30, 4, 1.2, 20000);
+  for (auto seed : test::seeds(20261124ULL)) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    for (auto [terms, in_r] : {std::pair{25, false}, std::pair{50, true}, std::pair{11, false}}) {
+      SCOPED_TRACE(std::to_string(terms) + (in_r ? " terms in r" : " terms in r^2"));
+      auto ks = std::make_shared<KernelStack>(*table);
+      fit_chebyshev(*ks, terms, in_r);
+      std::int64_t outside = 0;
+      auto v = concat_vis(random_vis(rng, *ks, 20000), edge_vis(rng, *ks, &outside));
+      v = concat_vis(v, hot_cell_vis(rng, *ks, 3000, 0, 0));
+      std::shuffle(v.begin(), v.end(), rng);
+      const Blocks blocks{make_block(*ks, std::vector<VisAt>(v.begin(), v.begin() + v.size() / 2), 0),
+                          make_block(*ks, std::vector<VisAt>(v.begin() + v.size() / 2, v.end()), 1)};
+      const GridRun cpu = run_tiled_cpu(ks, blocks, "chebyshev");
+      const RefGrid ref = ref_grid(*fitted_as_quarters(*ks), blocks);
+      ASSERT_GT(ref.skipped, 0);
+      EXPECT_LT(relative_frobenius(*cpu.grid, ref.cells), 1e-5);
+      for (const Variant& variant : {Variant{"chebyshev", 32, 16}, Variant{"chebyshev", 32, 32},
+                                     Variant{"chebyshev", 32, 16, 1}, Variant{"chebyshev", 32, 32, 33}}) {
+        SCOPED_TRACE(std::to_string(variant.tile_v) + " rows, register_columns " + std::to_string(variant.register_columns));
+        const GridRun run = grid_on_device(ks, blocks, variant);
+        EXPECT_LT(relative_frobenius(*run.grid, cpu.grid->cells), 1e-5);
+        EXPECT_LT(relative_frobenius(*run.grid, ref.cells), 1e-5);
+        EXPECT_NEAR(run.grid->norm(), cpu.grid->norm(), 1e-9 * std::abs(cpu.grid->norm()));
+        EXPECT_EQ(run.grid->gridded(), cpu.grid->gridded());
+        EXPECT_EQ(run.grid->skipped(), cpu.grid->skipped());
+        EXPECT_EQ(run.work.updates, cpu.work.updates);
+      }
+    }
+  }
+}
+
+TEST_F(GridTiledGpu, ChebyshevNeedsAFittedStack) {
+  std::mt19937_64 rng(5);
+  auto ks = random_kernel_stack(rng, 4, 4, 4, 64);
+  build_kernel_layouts(*ks, {.rows = true, .gpu = true});
+  Blocks blocks{make_block(*ks, random_vis(rng, *ks, 100))};
+  EXPECT_THROW(grid_on_device(ks, blocks, {"chebyshev", 32, 16}), InputError);
 }

@@ -46,11 +46,22 @@ struct KernelStack : PayloadOf<KernelStack, kKernelStack> {
   Array<std::int64_t> oerc_start;
   Array<cfloat> oerc;
   Array<cfloat> nag;
+  // Chebyshev fit of each plane (SDP Memo 73; kernels.wproj `chebyshev`, stages/shared/chebyshev.hpp),
+  // read by grid.tiled's chebyshev variant: K_p at distance r cells from the visibility is
+  // sum_k cheb_coef[p*cheb_terms + k] T_k(x), x = 2 r^2/R_p^2 - 1 (or 2 r/R_p - 1 with cheb_in_r),
+  // and 0 beyond R_p = cheb_radius[p] = s_p + 1/2. cheb_terms 0: no fit (the arrays are empty).
+  // cheb_footprint_sum is footprint_sum's counterpart for the fitted kernel (same indexing), so the
+  // norm matches what the chebyshev gridder adds.
+  int cheb_terms = 0;
+  bool cheb_in_r = false;
+  Array<cfloat> cheb_coef;
+  Array<float> cheb_radius;
+  Array<double> cheb_footprint_sum;
 
   int half_size(int p) const { return kernel_half_size(oversample, support[p]); }
   template <class F> void each_array(F&& f) {
     f(support); f(quarter_start); f(quarter); f(rows_start); f(rows); f(footprint_sum);
-    f(oerc_start); f(oerc); f(nag);
+    f(oerc_start); f(oerc); f(nag); f(cheb_coef); f(cheb_radius); f(cheb_footprint_sum);
   }
 };
 

@@ -19,6 +19,7 @@
 #include "runtime/error.hpp"
 #include "runtime/payloads/kernels.hpp"
 #include "runtime/payloads/tiles.hpp"
+#include "stages/shared/chebyshev.hpp"
 #include "stages/shared/placement.hpp"
 #include "stages/shared/vis_checks.hpp"
 
@@ -40,7 +41,61 @@ struct CellBox {  // inclusive cell ranges
   int u0, u1, v0, v1;
 };
 
+// Where the gridding loop gets a footprint row's kernel values K(|off_u + k o|, |off_v + j o|),
+// k = k0..k0+n-1: `at` once per visibility, `row` once per footprint row j.
+// The table (variant uvflow): runs of the rows layout, read in place.
+class TableRows {
+ public:
+  explicit TableRows(const KernelStack& ks) : rows_(ks.rows.host_data()), rows_start_(ks.rows_start.host_data()), o_(ks.oversample) {}
+  struct At {
+    const cfloat* runs;
+    int row_len;
+  };
+  // The run for (plane, off_u, iy) holds K[iy][|off_u + k*o|], k = -s..s; start at k0.
+  At at(const GridCoord& c, int k0) const {
+    const int s = c.support, row_len = 2 * s + 1, half_size = o_ / 2 + o_ * s + 1;
+    return {rows_ + rows_start_[c.plane] + std::int64_t(c.off_u + o_ / 2) * half_size * row_len + s + k0, row_len};
+  }
+  const cfloat* row(const At& a, const GridCoord& c, int j, int, cfloat*) const {
+    return a.runs + std::int64_t(std::abs(c.off_v + j * o_)) * a.row_len;
+  }
+  std::size_t scratch() const { return 0; }
+
+ private:
+  const cfloat* rows_;
+  const std::int64_t* rows_start_;
+  int o_;
+};
+
+// The Chebyshev series (variant chebyshev): evaluated into a scratch run at each point's distance.
+class ChebyshevRows {
+ public:
+  explicit ChebyshevRows(const KernelStack& ks)
+      : cheb_(ChebyshevKernel::of(ks)), o_(ks.oversample), max_row_(2 * std::size_t(ks.max_support) + 1) {}
+  struct At {
+    ChebyshevKernel::Plane plane;
+    int ix0;  // sub-sample offset along u of footprint column k0
+  };
+  At at(const GridCoord& c, int k0) const { return {cheb_.plane(c.plane), c.off_u + k0 * o_}; }
+  const cfloat* row(const At& a, const GridCoord& c, int j, int n, cfloat* out) const {
+    const int iy = c.off_v + j * o_;
+    for (int m = 0; m < n; ++m) {
+      float re, im;
+      cheb_.value(a.plane, a.ix0 + m * o_, iy, re, im);
+      out[m] = cfloat(re, im);
+    }
+    return out;
+  }
+  std::size_t scratch() const { return max_row_; }
+
+ private:
+  ChebyshevKernel cheb_;
+  int o_;
+  std::size_t max_row_;
+};
+
 // One block's tiles with the kernels: what a tile costs, and gridding a run of its entries.
+template <class Kernel>
 class TileGridder {
  public:
   TileGridder(const TileBuckets& b, const KernelStack& ks)
@@ -51,9 +106,7 @@ class TileGridder {
         coords_(b.vis.coords.host_data()),
         vis_(b.vis.vis.host_data()),
         weight_(b.vis.weight.host_data()),
-        rows_(ks.rows.host_data()),
-        rows_start_(ks.rows_start.host_data()),
-        o_(ks.oversample) {}
+        kernel_(ks) {}
 
   const std::int64_t* offsets() const { return offsets_; }
 
@@ -99,23 +152,21 @@ class TileGridder {
   void grid(std::int64_t t, std::int64_t e0, std::int64_t e1, cfloat* target, int origin_u, int origin_v,
             std::int64_t stride) const {
     const CellBox b = cells(t);
-    const int half = o_ / 2;
+    std::vector<cfloat> scratch(kernel_.scratch());
     for (std::int64_t e = e0; e < e1; ++e) {
       const std::int32_t i = entries_[e];
       const GridCoord c = coords_[i];
-      const int s = c.support, row_len = 2 * s + 1, half_size = half + o_ * s + 1;
+      const int s = c.support;
       const int k0 = std::max(b.u0 - c.u, -s), k1 = std::min(b.u1 - c.u, s);
       const int j0 = std::max(b.v0 - c.v, -s), j1 = std::min(b.v1 - c.v, s);
       const float vr = vis_[i].real() * weight_[i], vi = vis_[i].imag() * weight_[i];
       const float sign = c.conj ? -1.0f : 1.0f;
-      // rows layout: the run for (plane, off_u, iy) holds K[iy][|off_u + k*o|], k = -s..s; start at k0.
-      const cfloat* runs = rows_ + rows_start_[c.plane] + std::int64_t(c.off_u + half) * half_size * row_len + s + k0;
+      const typename Kernel::At at = kernel_.at(c, k0);
       cfloat* row = target + std::int64_t(c.v - origin_v) * stride + (c.u + k0 - origin_u);
-      for (int j = j0; j <= j1; ++j) {
-        const int iy = std::abs(c.off_v + j * o_);
-        add_row(reinterpret_cast<float*>(row + j * stride), reinterpret_cast<const float*>(runs + std::int64_t(iy) * row_len),
-                k1 - k0 + 1, vr, vi, sign * vr, sign * vi);
-      }
+      const int n = k1 - k0 + 1;
+      for (int j = j0; j <= j1; ++j)
+        add_row(reinterpret_cast<float*>(row + j * stride),
+                reinterpret_cast<const float*>(kernel_.row(at, c, j, n, scratch.data())), n, vr, vi, sign * vr, sign * vi);
     }
   }
 
@@ -127,9 +178,7 @@ class TileGridder {
   const GridCoord* coords_;
   const cfloat* vis_;
   const float* weight_;
-  const cfloat* rows_;
-  const std::int64_t* rows_start_;
-  int o_;
+  Kernel kernel_;
 };
 
 void check_rows_layout(const KernelStack& ks) {
@@ -147,13 +196,24 @@ void check_rows_layout(const KernelStack& ks) {
                      " planes (build them with build_kernel_layouts)");
 }
 
+void check_chebyshev_fit(const KernelStack& ks) {
+  const std::size_t planes = std::size_t(ks.planes), o1 = std::size_t(ks.oversample) + 1;
+  if (ks.cheb_terms < 1)
+    throw InputError("grid.tiled variant chebyshev: the kernel stack has no Chebyshev fit (set kernels.wproj chebyshev, "
+                     "the number of coefficients, e.g. 25)");
+  if (ks.planes < 1 || ks.support.size() != planes || ks.cheb_coef.size() != planes * std::size_t(ks.cheb_terms) ||
+      ks.cheb_radius.size() != planes || ks.cheb_footprint_sum.size() != planes * o1 * o1)
+    throw InputError("kernel stack: its Chebyshev fit does not match its " + std::to_string(ks.planes) + " planes");
+}
+
 class TiledGridder : public DeclaredStage<decl> {
  public:
   void check(const Params& p) override {
     central_box_ = p.central_box;
     in_double_ = p.accumulate == "double";
-    if (p.variant != "uvflow")
-      throw ParamError("variant", "'" + p.variant + "' is a cuda design; the cpu backend has one (uvflow)");
+    chebyshev_ = p.variant == "chebyshev";
+    if (p.variant != "uvflow" && !chebyshev_)
+      throw ParamError("variant", "'" + p.variant + "' is a cuda design; the cpu backend has uvflow and chebyshev");
   }
 
   void prepare(PrepareContext& pc) override {
@@ -167,7 +227,8 @@ class TiledGridder : public DeclaredStage<decl> {
     const VisBlock& block = b->vis;
     check_arrays(block);
     check_placed(block);
-    check_rows_layout(*ks);
+    if (chebyshev_) check_chebyshev_fit(*ks);
+    else check_rows_layout(*ks);
     const std::string where = "block " + std::to_string(block.index);
     if (block.grid_size != ks->geom.grid_size)
       throw InputError(where + " was placed on a grid of " + std::to_string(block.grid_size) + " cells, the kernels make " +
@@ -180,8 +241,9 @@ class TiledGridder : public DeclaredStage<decl> {
     expect_geometry(*grid_, ks->geom, "grid.tiled");
     if (!grid_->obs) grid_->obs = block.obs;
 
-    const Sums sums = block_sums(block, *ks);
-    grid_tiles(*b, *ks);
+    const Sums sums = block_sums(block, *ks, chebyshev_ ? ks->cheb_footprint_sum : ks->footprint_sum);
+    if (chebyshev_) grid_tiles<ChebyshevRows>(*b, *ks);
+    else grid_tiles<TableRows>(*b, *ks);
     grid_->totals[0] += sums.norm;
     grid_->totals[1] += sums.gridded;
     grid_->totals[2] += double(block.skipped) + sums.outside;
@@ -210,14 +272,15 @@ class TiledGridder : public DeclaredStage<decl> {
     double norm = 0, updates = 0, gridded = 0, outside = 0;
   };
 
-  // The block's norm (weight times the footprint's sum of Re C, per visibility) and its updates;
-  // checks every coord against the kernels, so that gridding stays inside the grid and the stack.
-  static Sums block_sums(const VisBlock& block, const KernelStack& ks) {
+  // The block's norm (weight times the footprint's sum of Re C, per visibility, from `fsum`: the
+  // table's or the fit's) and its updates; checks every coord against the kernels, so that
+  // gridding stays inside the grid and the stack.
+  static Sums block_sums(const VisBlock& block, const KernelStack& ks, const Array<double>& fsum) {
     const int o = ks.oversample, half = o / 2, planes = ks.planes, grid_size = ks.geom.grid_size;
     const GridCoord* coords = block.coords.host_data();
     const float* weight = block.weight.host_data();
     const std::int32_t* support = ks.support.host_data();
-    const double* footprint_sum = ks.footprint_sum.host_data();
+    const double* footprint_sum = fsum.host_data();
     return tbb::parallel_deterministic_reduce(
         tbb::blocked_range<std::size_t>(0, block.size(), 16384), Sums{},
         [&](const tbb::blocked_range<std::size_t>& r, Sums sums) {
@@ -247,9 +310,10 @@ class TiledGridder : public DeclaredStage<decl> {
         });
   }
 
+  template <class Kernel>
   void grid_tiles(const TileBuckets& b, const KernelStack& ks) {
     const TileLayout& l = b.layout;
-    const TileGridder tiles(b, ks);
+    const TileGridder<Kernel> tiles(b, ks);
     const std::int64_t* offsets = tiles.offsets();
     const std::int64_t grid_size = ks.geom.grid_size;
     cfloat* cells = grid_->cells.data();
@@ -367,6 +431,7 @@ class TiledGridder : public DeclaredStage<decl> {
 
   std::int64_t central_box_ = 2;
   bool in_double_ = false;  // accumulate: double
+  bool chebyshev_ = false;  // variant chebyshev: the kernels evaluated from their fit
   std::shared_ptr<Grid> grid_;
   // accumulate: double: the grid's sum over blocks, in double. Each block's tile (and central box)
   // is gridded in float, as grid.serial does, and added here once, so that the grid does not depend
@@ -390,10 +455,14 @@ Estimate estimate(const Params& p, const PortShapes& in, const EstimateContext& 
   auto k = in.find(kernels.name);
   if (k == in.end() || !k->second.kernel) throw InputError("input 'kernels': the kernel stack's supports are not estimated");
   const double updates = n * k->second.kernel->mean_footprint;
-  const double cuda = p.variant == "nvidia" ? 2.24e11 : p.variant == "nag" ? 1.05e11 : 4.96e11;
+  // Chebyshev evaluation costs about its terms in table reads (VM: 1.88e8, 8.06e7, 3.28e7 updates/s
+  // on 2 cores at 11, 25, 50 terms against the table's 1.59e9; bench/results/chebyshev.md; the H100 ratio
+  // is taken to be the same).
+  const double terms = p.variant == "chebyshev" ? std::max(1, k->second.kernel->chebyshev_terms) : 1;
+  const double cuda = (p.variant == "nvidia" ? 2.24e11 : p.variant == "nag" ? 1.05e11 : 4.96e11) / terms;
   char basis[96];
   std::snprintf(basis, sizeof basis, "%.3g kernel-point updates", updates);
-  return {.seconds = seconds_at(c, updates, 1.03e9, cuda), .error = k->second.kernel->image_error, .basis = basis};
+  return {.seconds = seconds_at(c, updates, 1.03e9 / terms, cuda), .error = k->second.kernel->image_error, .basis = basis};
 }
 
 StageSpec spec() { return decl.spec({cpu_backend<TiledGridder>(), UVFLOW_CUDA_BACKEND(make_cuda)}, estimate); }

@@ -1,4 +1,4 @@
-// grid.tiled, cuda backend: three variants over the same bucket-sorted tiles.
+// grid.tiled, cuda backend: four variants over the same bucket-sorted tiles.
 //
 //   nag     000 memo sections 3.2-3.5: a fixed number of thread blocks per tile (more for the
 //           central box), 32 x 2 threads each owning a column strip of a 32 x 32 tile, half in
@@ -15,8 +15,11 @@
 //           32/C rows of C columns at a time, so a support-4 visibility keeps most lanes busy.
 //           32 visibilities are loaded per warp at once and broadcast by shuffles. One atomic per
 //           touched cell when the item ends. OERC kernel reads.
+//   chebyshev  the uvflow kernel with its kernel values evaluated from the stack's Chebyshev fit
+//           (SDP Memo 73) instead of read (the kernel source is a template parameter: TableSource
+//           or ChebyshevSource), so the two compare like for like.
 //
-// All three report norm, gridded and skipped counts through one totals kernel over the block, and
+// All four report norm, gridded and skipped counts through one totals kernel over the block, and
 // their kernel-point updates through a device work counter (no host synchronisation).
 #include <cuda_runtime.h>
 
@@ -35,6 +38,7 @@
 #include "runtime/payloads/tiles.hpp"
 #include "stages/grid/tiled.hpp"
 #include "runtime/payloads/kernel_stack_builder.hpp"
+#include "stages/shared/chebyshev.hpp"
 #include "stages/shared/placement.hpp"
 
 namespace uvflow::grid_tiled {
@@ -348,52 +352,139 @@ __global__ void item_keys(const Item* items, const std::int32_t* n_items, const 
   }
 }
 
-struct UvflowArgs : BlockArgs {
-  const std::int32_t* entries;
-  const Item* items;
-  const std::int32_t* order;  // items in schedule order
-  const std::int32_t* n_items;
-  const std::int64_t* oerc_start;
-  const float2* oerc;
-  unsigned long long* next_item;
-  int register_cols;  // footprints at least this wide (in the tile) are gridded in registers
-};
-
 constexpr int kUvflowWarps = 4;
 // Kernel rows loaded together before their FMAs (measured on the H100, el56-82: groups of 8 beat
 // 4 and 16 by 3-10 %; groups outside a footprint are skipped).
 constexpr int kRowGroup = 8;
 
+// Where the uvflow design gets kernel values: K at footprint column k0 + lc (the lane's, counted
+// from the first column `at` was made for) and kernel row t (off_v + j o, before |.|). `at` once per
+// visibility and tile; `group` for kRowGroup rows t, t + o, ... of which rows lo..hi (relative to
+// the group) are in the footprint (the others give 0); `value` for one row.
+//
+// The table (variant uvflow): OERC layout reads.
+struct TableSource {
+  const std::int64_t* oerc_start;
+  const float2* oerc;
+  int o;
+  struct At {
+    const float2* col0;  // kernel value of column k0 at kernel row 0; column k0 + lc is col0 + sgn lc
+    int L, sgn;          // kernel row length and the sign of off_u
+  };
+  __device__ At at(const GridCoord& c, int k0) const {
+    const int s = c.support;
+    return {oerc + oerc_start[c.plane] + oerc_offset(s, o, c.off_u, 0, k0), 2 * s + 1, c.off_u >= 0 ? 1 : -1};
+  }
+  __device__ float2 value(const At& a, int lc, int t) const { return __ldg(a.col0 + a.sgn * lc - abs(t) * a.L); }
+  // The group's values are loaded before any is used, so their latencies overlap. Offsets are int
+  // (|t| L is far below 2^31), which keeps the address arithmetic short.
+  __device__ void group(const At& a, int lc, int t, int lo, int hi, float2 (&k)[kRowGroup]) const {
+    const float2* col = a.col0 + a.sgn * lc;
+    if (lo <= 0 && hi >= kRowGroup - 1 && (t >= 0 || t + (kRowGroup - 1) * o <= 0)) {
+      // All the group's rows in the footprint, on one side of the kernel's centre row: the
+      // kernel rows are equally spaced, one address step each.
+      const int step = (t >= 0 ? -o : o) * a.L;
+      const float2* p = col - abs(t) * a.L;
+#pragma unroll
+      for (int r = 0; r < kRowGroup; ++r, p += step) k[r] = __ldg(p);
+    } else {
+#pragma unroll
+      for (int r = 0; r < kRowGroup; ++r) k[r] = r >= lo && r <= hi ? __ldg(col - abs(t + r * o) * a.L) : make_float2(0, 0);
+    }
+  }
+};
+
+// The Chebyshev fit (variant chebyshev): Clenshaw's recurrence at each point's distance, zero
+// beyond the fit's disc. The coefficients are warp-uniform loads (broadcasts from L1).
+struct ChebyshevSource {
+  ChebyshevKernel cheb;
+  struct At {
+    const float* coef;
+    int limit;
+    float scale;
+    int ix0;  // sub-sample offset along u of column k0
+  };
+  __device__ At at(const GridCoord& c, int k0) const {
+    const ChebyshevKernel::Plane q = cheb.plane(c.plane);
+    return {q.coef, q.limit, q.scale, c.off_u + k0 * cheb.oversample};
+  }
+  __device__ float2 value(const At& a, int lc, int t) const {
+    float2 k;
+    cheb.value({a.coef, a.limit, a.scale}, a.ix0 + lc * cheb.oversample, t, k.x, k.y);
+    return k;
+  }
+  // The group's rows evaluated together, one coefficient load per term for all of them: the
+  // recurrences are independent, so their multiply-adds overlap.
+  __device__ void group(const At& a, int lc, int t, int lo, int hi, float2 (&k)[kRowGroup]) const {
+    const int o = cheb.oversample, ix = a.ix0 + lc * o;
+    const ChebyshevKernel::Plane q{a.coef, a.limit, a.scale};
+    float x2[kRowGroup], br1[kRowGroup], bi1[kRowGroup], br2[kRowGroup], bi2[kRowGroup];
+    bool in[kRowGroup];
+#pragma unroll
+    for (int r = 0; r < kRowGroup; ++r) {
+      const int iy = t + r * o, n = ix * ix + iy * iy;
+      in[r] = r >= lo && r <= hi && n <= a.limit;
+      x2[r] = 2 * cheb.arg(q, n);
+      br1[r] = bi1[r] = br2[r] = bi2[r] = 0;
+    }
+    const float2* c = reinterpret_cast<const float2*>(a.coef);
+    for (int j = cheb.terms - 1; j >= 1; --j) {
+      const float2 cj = __ldg(c + j);
+#pragma unroll
+      for (int r = 0; r < kRowGroup; ++r) {
+        const float br = x2[r] * br1[r] - br2[r] + cj.x, bi = x2[r] * bi1[r] - bi2[r] + cj.y;
+        br2[r] = br1[r], bi2[r] = bi1[r], br1[r] = br, bi1[r] = bi;
+      }
+    }
+    const float2 c0 = __ldg(c);
+#pragma unroll
+    for (int r = 0; r < kRowGroup; ++r)
+      k[r] = in[r] ? make_float2(0.5f * x2[r] * br1[r] - br2[r] + c0.x, 0.5f * x2[r] * bi1[r] - bi2[r] + c0.y)
+                   : make_float2(0, 0);
+  }
+};
+
+template <class Src>
+struct UvflowArgs : BlockArgs {
+  const std::int32_t* entries;
+  const Item* items;
+  const std::int32_t* order;  // items in schedule order
+  const std::int32_t* n_items;
+  Src src;
+  unsigned long long* next_item;
+  int register_cols;  // footprints at least this wide (in the tile) are gridded in registers
+};
+
 // One visibility's view of the current tile, prepared by the lane that loaded it and read by the
-// whole warp from shared memory (four 16-byte broadcasts): the footprint clipped to the tile as
-// tile rows r0..r1 and columns c0..c1, and where its kernel values are.
+// whole warp from shared memory (16-byte broadcasts): the footprint clipped to the tile as tile
+// rows r0..r1 and columns c0..c1, and where its kernel values are.
+template <class Src>
 struct alignas(16) Clipped {
-  const float2* col0;  // kernel value of tile column c0 at footprint row 0; column c is col0 + sgn (c - c0)
-  int r0, r1, c0, c1;  // the footprint's rows and columns inside the tile
-  int t0;              // kernel row (before |.|) of tile row 0: tile row r reads row |t0 + r o|
-  int L, sgn;          // kernel row length and the sign of off_u
+  typename Src::At at;  // kernel values from tile column c0 on
+  int r0, r1, c0, c1;   // the footprint's rows and columns inside the tile
+  int t0;               // kernel row (before |.|) of tile row 0: tile row r reads row |t0 + r o|
   float vr, vi, vr_s, vi_s;
 };
 
-__device__ inline Clipped clip(const UvflowArgs& a, std::int32_t i, int u0, int v0, int TV) {
-  Clipped c;
+template <class Src>
+__device__ inline Clipped<Src> clip(const UvflowArgs<Src>& a, std::int32_t i, int u0, int v0, int TV) {
+  Clipped<Src> c;
   const Vis v = load_vis(a.coords, a.vis, a.weight, i);
-  const int s = v.c.support, o = a.o, L = 2 * s + 1;
+  const int s = v.c.support, o = a.o;
   const int k0 = max(u0 - v.c.u, -s), k1 = min(u0 + 31 - v.c.u, s);
   const int j0 = max(v0 - v.c.v, -s), j1 = min(v0 + TV - 1 - v.c.v, s);
   c.c0 = v.c.u + k0 - u0, c.c1 = v.c.u + k1 - u0;
   c.r0 = v.c.v + j0 - v0, c.r1 = v.c.v + j1 - v0;
   c.t0 = v.c.off_v + (v0 - v.c.v) * o;  // tile row r is footprint row r + v0 - v
-  c.sgn = v.c.off_u >= 0 ? 1 : -1;
-  c.col0 = a.oerc + a.oerc_start[v.c.plane] + oerc_offset(s, o, v.c.off_u, 0, k0);
-  c.L = L;
+  c.at = a.src.at(v.c, k0);
   c.vr = v.vr, c.vi = v.vi, c.vr_s = v.vr_s, c.vi_s = v.vi_s;
   return c;
 }
 
 // g += (vr + i vi) * k as four FMAs (k conjugated through the signed parts); a zero k leaves g as
 // it is.
-__device__ inline void update(float2& g, const Clipped& v, float2 k) {
+template <class C>
+__device__ inline void update(float2& g, const C& v, float2 k) {
   g.x = fmaf(v.vr, k.x, g.x);
   g.x = fmaf(-v.vi_s, k.y, g.x);
   g.y = fmaf(v.vi, k.x, g.y);
@@ -405,10 +496,10 @@ __device__ inline void update(float2& g, const Clipped& v, float2 k) {
 // footprints (the small supports far from the core) would leave most lanes idle that way, so they
 // go to the shared tile instead, 32 / cols rows at a time. Both are summed into the shared tile
 // when the item ends and the touched box goes to the grid with one atomic per cell.
-template <int TV>
-__global__ void __launch_bounds__(32 * kUvflowWarps) uvflow_kernel(const UvflowArgs a) {
+template <int TV, class Src>
+__global__ void __launch_bounds__(32 * kUvflowWarps) uvflow_kernel(const UvflowArgs<Src> a) {
   extern __shared__ float2 shm[];
-  __shared__ Clipped staged[kUvflowWarps][32];
+  __shared__ Clipped<Src> staged[kUvflowWarps][32];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, o = a.o;
   float2* tile = shm + std::int64_t(warp) * 32 * TV;
   for (int c = lane; c < 32 * TV; c += 32) tile[c] = make_float2(0, 0);
@@ -432,32 +523,18 @@ __global__ void __launch_bounds__(32 * kUvflowWarps) uvflow_kernel(const UvflowA
       if (lane < n) staged[warp][lane] = clip(a, a.entries[it.first + chunk + lane], u0, v0, TV);
       __syncwarp();
       for (int q = 0; q < n; ++q) {
-        const Clipped v = staged[warp][q];
+        const Clipped<Src> v = staged[warp][q];
         const int cols = v.c1 - v.c0 + 1;
         if (cols >= a.register_cols) {
           const int lc = lane - v.c0;
           if (lc >= 0 && lc < cols) {
-            const float2* col = v.col0 + v.sgn * lc;
-            // A group of rows' kernel values is loaded before any is used, so their latencies
-            // overlap; groups outside the footprint are skipped (warp-uniform). Offsets are int
-            // (|t| L is far below 2^31), which keeps the address arithmetic short.
+            // A group of rows' kernel values at once; groups outside the footprint are skipped
+            // (warp-uniform).
 #pragma unroll
             for (int rg = 0; rg < TV; rg += kRowGroup) {
               if (rg > v.r1 || rg + kRowGroup - 1 < v.r0) continue;
-              const int t = v.t0 + rg * o;
               float2 k[kRowGroup];
-              if (rg >= v.r0 && rg + kRowGroup - 1 <= v.r1 && (t >= 0 || t + (kRowGroup - 1) * o <= 0)) {
-                // All the group's rows in the footprint, on one side of the kernel's centre row:
-                // the kernel rows are equally spaced, one address step each.
-                const int step = (t >= 0 ? -o : o) * v.L;
-                const float2* p = col - abs(t) * v.L;
-#pragma unroll
-                for (int r = 0; r < kRowGroup; ++r, p += step) k[r] = __ldg(p);
-              } else {
-#pragma unroll
-                for (int r = 0; r < kRowGroup; ++r)
-                  k[r] = rg + r >= v.r0 && rg + r <= v.r1 ? __ldg(col - abs(t + r * o) * v.L) : make_float2(0, 0);
-              }
+              a.src.group(v.at, lc, v.t0 + rg * o, v.r0 - rg, v.r1 - rg, k);
 #pragma unroll
               for (int r = 0; r < kRowGroup; ++r) update(acc[rg + r], v, k[r]);
             }
@@ -466,13 +543,12 @@ __global__ void __launch_bounds__(32 * kUvflowWarps) uvflow_kernel(const UvflowA
           // Lane -> (row within a pass of rows_per_pass rows, column).
           const int rows_per_pass = 32 / cols, lr = lane / cols, lc = lane - lr * cols;
           if (lr < rows_per_pass) {
-            const float2* col = v.col0 + v.sgn * lc;
             float2* cell = tile + (v.r0 + lr) * 32 + v.c0 + lc;
             const int step = rows_per_pass * 32;
 #pragma unroll 4
             for (int r = v.r0 + lr; r <= v.r1; r += rows_per_pass, cell += step) {
               float2 g = *cell;
-              update(g, v, __ldg(col - abs(v.t0 + r * o) * v.L));
+              update(g, v, a.src.value(v.at, lc, v.t0 + r * o));
               *cell = g;
             }
           }
@@ -523,12 +599,8 @@ class TiledCuda final : public DeclaredStage<decl> {
     if (const auto& g = pc.output(grid).grid) make_grid(*g, pc.stream);
     sms_ = device::multiprocessors();
     // The uvflow kernel holds kUvflowWarps tiles of 32 x tile_v cells in shared memory.
-    check_cuda(cudaFuncSetAttribute(uvflow_kernel<16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               kUvflowWarps * 32 * 16 * int(sizeof(float2))),
-          "cudaFuncSetAttribute");
-    check_cuda(cudaFuncSetAttribute(uvflow_kernel<32>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               kUvflowWarps * 32 * 32 * int(sizeof(float2))),
-          "cudaFuncSetAttribute");
+    if (variant_ == "chebyshev") allow_tiles<ChebyshevSource>();
+    else allow_tiles<TableSource>();
   }
 
   void process(Context& ctx) override {
@@ -547,9 +619,10 @@ class TiledCuda final : public DeclaredStage<decl> {
     const auto* val = reinterpret_cast<const float2*>(vis.vis.data());
     const float* weight = vis.weight.data();
     if (n > 0 || vis.skipped > 0) {
+      // The norm of what the variant adds: the fit's footprint sums for chebyshev.
+      const double* fsum = (variant_ == "chebyshev" ? ks->cheb_footprint_sum : ks->footprint_sum).data();
       totals_kernel<<<std::clamp<std::int64_t>((n + 255) / 256, 1, 4 * sms_), 256, 0, s>>>(
-          coords, weight, n, ks->footprint_sum.data(), ks->oversample, double(vis.skipped), grid_->totals.data(),
-          work_.data());
+          coords, weight, n, fsum, ks->oversample, double(vis.skipped), grid_->totals.data(), work_.data());
       device::check_launch("grid.tiled: totals_kernel");
     }
     const TileLayout& l = b->layout;
@@ -569,8 +642,10 @@ class TiledCuda final : public DeclaredStage<decl> {
                       counter.data()};
       nag_kernel<<<8 * sms_, dim3(32, 2), kNagShm * 2 * 32 * sizeof(float2), s>>>(a);
       device::check_launch("grid.tiled: nag_kernel");
+    } else if (variant_ == "chebyshev") {
+      grid_uvflow(block, *b, *ks, ChebyshevSource{ChebyshevKernel::of(*ks)}, counter, ctx);
     } else {
-      grid_uvflow(block, *b, *ks, counter, ctx);
+      grid_uvflow(block, *b, *ks, TableSource{ks->oerc_start.data(), oerc, ks->oversample}, counter, ctx);
     }
     counter.storage()->set_last_writer(stream.record());
   }
@@ -589,7 +664,18 @@ class TiledCuda final : public DeclaredStage<decl> {
     device::memset_zero(work_.data(), work_.bytes(), stream);
   }
 
-  void grid_uvflow(const BlockArgs& block, const TileBuckets& b, const KernelStack& ks,
+  template <class Src>
+  static void allow_tiles() {
+    check_cuda(cudaFuncSetAttribute(uvflow_kernel<16, Src>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    kUvflowWarps * 32 * 16 * int(sizeof(float2))),
+               "cudaFuncSetAttribute");
+    check_cuda(cudaFuncSetAttribute(uvflow_kernel<32, Src>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    kUvflowWarps * 32 * 32 * int(sizeof(float2))),
+               "cudaFuncSetAttribute");
+  }
+
+  template <class Src>
+  void grid_uvflow(const BlockArgs& block, const TileBuckets& b, const KernelStack& ks, const Src& src,
                    Array<unsigned long long>& counter, Context& ctx) {
     const device::Stream& stream = ctx.stream();
     auto s = static_cast<cudaStream_t>(stream.native());
@@ -632,17 +718,10 @@ class TiledCuda final : public DeclaredStage<decl> {
     check_cuda(cub::DeviceRadixSort::SortPairs(sort_temp.data(), sort_bytes, keys.data(), keys_sorted.data(), unsorted.data(),
                                           order.data(), max_items, 0, end_bit, s),
           "cub::DeviceRadixSort::SortPairs");
-    const UvflowArgs a{block,
-                       b.entries.data(),
-                       items.data(),
-                       order.data(),
-                       n_items.data(),
-                       ks.oerc_start.data(),
-                       reinterpret_cast<const float2*>(ks.oerc.data()),
-                       counter.data(),
-                       register_cols_};
+    const UvflowArgs<Src> a{block, b.entries.data(), items.data(), order.data(), n_items.data(), src, counter.data(),
+                            register_cols_};
     const int shm = kUvflowWarps * 32 * l.tile_v * int(sizeof(float2));
-    const auto kernel = l.tile_v == 16 ? uvflow_kernel<16> : uvflow_kernel<32>;
+    const auto kernel = l.tile_v == 16 ? uvflow_kernel<16, Src> : uvflow_kernel<32, Src>;
     kernel<<<device::resident_blocks(reinterpret_cast<const void*>(kernel), 32 * kUvflowWarps, shm), 32 * kUvflowWarps,
              shm, s>>>(a);
     device::check_launch("grid.tiled: uvflow_kernel");
@@ -661,15 +740,27 @@ class TiledCuda final : public DeclaredStage<decl> {
     if (!b.vis.placed() || b.vis.grid_size != ks.geom.grid_size) bad("the block is not placed for these kernels (uvw.w_sort)");
     if (b.offsets.size() != std::size_t(b.layout.count()) + 1) bad("tile offsets do not match the tile layout");
     const bool oerc = !ks.oerc.empty() && ks.oerc_start.size() == std::size_t(ks.planes);
-    if (variant_ != "nag" && !oerc) bad("needs the OERC kernel layout: set kernels.wproj layouts: gpu (or all)");
+    const bool chebyshev = variant_ == "chebyshev";
+    if (chebyshev) {
+      const std::size_t planes = std::size_t(ks.planes), o1 = std::size_t(ks.oversample) + 1;
+      if (ks.cheb_terms < 1)
+        bad("variant chebyshev needs the kernel stack's Chebyshev fit: set kernels.wproj chebyshev (the number of "
+            "coefficients, e.g. 25)");
+      if (ks.cheb_coef.size() != planes * std::size_t(ks.cheb_terms) || ks.cheb_radius.size() != planes ||
+          ks.cheb_footprint_sum.size() != planes * o1 * o1)
+        bad("the kernel stack's Chebyshev fit does not match its planes");
+      for (const ArrayBase* x : std::initializer_list<const ArrayBase*>{&ks.cheb_coef, &ks.cheb_radius, &ks.cheb_footprint_sum})
+        if (x->location() != Location::device) throw std::logic_error(where + "its inputs must be on the device");
+    }
+    if (variant_ != "nag" && !chebyshev && !oerc) bad("needs the OERC kernel layout: set kernels.wproj layouts: gpu (or all)");
     if (variant_ == "nag" && ks.nag.size() != ks.quarter.size()) bad("needs the NAG kernel layout: set kernels.wproj layouts: gpu");
     if (variant_ == "nvidia" && (b.layout.tile_u != 32 || b.layout.tile_v != kNvidiaRows))
       bad("the nvidia variant works on 32 x 16 tiles (tiles.count tile_u: 32, tile_v: 16)");
     if (variant_ == "nvidia" && b.entry_tile.size() != b.entries.size()) bad("needs each entry's tile (tiles.bucket_sort cuda)");
     if (variant_ == "nag" && (b.layout.tile_u != 32 || b.layout.tile_v != kNagRows))
       bad("the nag variant works on 32 x 32 tiles (tiles.count tile_u: 32, tile_v: 32)");
-    if (variant_ == "uvflow" && (b.layout.tile_u != 32 || (b.layout.tile_v != 16 && b.layout.tile_v != 32)))
-      bad("the uvflow variant works on 32 x 16 or 32 x 32 tiles (tiles.count tile_u: 32, tile_v: 16 or 32)");
+    if ((variant_ == "uvflow" || chebyshev) && (b.layout.tile_u != 32 || (b.layout.tile_v != 16 && b.layout.tile_v != 32)))
+      bad("the " + variant_ + " variant works on 32 x 16 or 32 x 32 tiles (tiles.count tile_u: 32, tile_v: 16 or 32)");
   }
 
   std::string variant_ = "uvflow";

@@ -18,7 +18,9 @@ namespace uvflow::grid_tiled {
 inline constexpr In<TileBuckets> buckets{
     .name = "buckets", .doc = "per-tile visibility lists with the placed, w-sorted block they index"};
 inline constexpr In<KernelStack> kernels{
-    .name = "kernels", .arity = Arity::once, .doc = "kernel stack with its rows layout and footprint sums"};
+    .name = "kernels", .arity = Arity::once,
+    .doc = "kernel stack with its rows layout (cpu) or gpu layouts (cuda) and footprint sums; its Chebyshev fit for "
+           "variant chebyshev"};
 inline constexpr Out<Grid> grid{
     .name = "grid", .arity = Arity::once, .doc = "the accumulated grid, norm, gridded and skipped counts"};
 
@@ -62,13 +64,21 @@ inline const StageDecl<Params> decl{
         "each lane owning a tile column; narrower ones go to a shared-memory tile, 32/C rows of C columns at a time, "
         "so they keep the warp busy; one atomic per touched cell per item). Each "
         "is tested against the cpu backend on the same buckets: relative Frobenius norm below 1e-5, same norm, "
-        "gridded and skipped counts.",
+        "gridded and skipped counts. Variant chebyshev (both backends; SDP Memo 73, the seeds' 004) is the uvflow "
+        "design (cpu: the tiles above; cuda: the warp per work item) with each kernel value evaluated on the fly from "
+        "the stack's Chebyshev fit (kernels.wproj chebyshev: N) instead of read from the table: Clenshaw's recurrence "
+        "in float at the point's distance from the visibility, r^2 = dx^2 + dy^2 with (dx, dy) = (off_u + k o, "
+        "off_v + j o) / o cells (the sub-cell offsets of the placement, so the two variants differ by the fit alone), "
+        "zero beyond the fit's radius s + 1/2; the norm comes from the fit's footprint sums. The cpu backend is the "
+        "cuda one's reference (relative Frobenius norm below 1e-5 against each other, and against a serial Listing 1 "
+        "with the fitted kernel); a stack without a fit is refused.",
     .inputs = {buckets, kernels},
     .outputs = {grid},
     .params = {{&Params::variant,
                 {.name = "variant",
-                 .choices = {"uvflow", "nvidia", "nag"},
-                 .doc = "the design (see above); nvidia and nag are the seeds' GPU designs, cuda only"}},
+                 .choices = {"uvflow", "nvidia", "nag", "chebyshev"},
+                 .doc = "the design (see above); nvidia and nag are the seeds' GPU designs, cuda only; chebyshev "
+                        "is uvflow with kernels evaluated from their Chebyshev fit (needs kernels.wproj chebyshev)"}},
                {&Params::central_box,
                 {.name = "central_box",
                  .unit = "tiles",

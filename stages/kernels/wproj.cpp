@@ -21,6 +21,7 @@
 #include "runtime/kernel_cache.hpp"
 #include "runtime/units.hpp"
 #include "runtime/payloads/kernel_stack_builder.hpp"
+#include "stages/shared/chebyshev.hpp"
 #include "stages/shared/spheroidal.hpp"
 #include "stages/shared/fftw.hpp"
 
@@ -448,6 +449,8 @@ class WProj : public DeclaredStage<kernels_wproj::decl> {
     const std::string& l = p.layouts;
     layouts_.rows = l == "rows" || l == "all";
     layouts_.gpu = l == "gpu" || l == "all";
+    cheb_terms_ = int(p.chebyshev);
+    cheb_in_r_ = p.chebyshev_variable == "r";
     if (s_.image_size % 2)
       throw ParamError("image_size", "image_size must be even (the phase centre sits on pixel image_size/2)");
     if (s_.oversample % 2)
@@ -519,6 +522,7 @@ class WProj : public DeclaredStage<kernels_wproj::decl> {
     }
     warn_if_truncated(z, *ks);
     build_kernel_layouts(*ks, layouts_);
+    if (cheb_terms_ > 0) fit(*ks);
     ctx.emit(kernels_wproj::kernels, ks);
   }
 
@@ -555,9 +559,30 @@ class WProj : public DeclaredStage<kernels_wproj::decl> {
                    z.planes, fmt_g(max_abs_w), z.max_n_minus_1, 100 * z.w_error);
   }
 
+  // The Chebyshev fit (chebyshev > 0) and how well it matches the table.
+  void fit(KernelStack& ks) const {
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto errors = fit_chebyshev(ks, cheb_terms_, cheb_in_r_, layouts_.pinned);
+    std::size_t rms = 0, max = 0, fewer = 0, least = 0;
+    for (std::size_t p = 0; p < errors.size(); ++p) {
+      if (errors[p].rms > errors[rms].rms) rms = p;
+      if (errors[p].max > errors[max].max) max = p;
+      if (errors[p].terms < cheb_terms_) ++fewer;
+      if (errors[p].terms < errors[least].terms) least = p;
+    }
+    spdlog::info("kernels.wproj: Chebyshev fit, {} terms in {}, over r <= support + 1/2: worst RMS error {:.3g} (plane {}, "
+                 "support {}), worst largest error {:.3g} (plane {}, support {}), of each plane's peak; {} planes "
+                 "with fewer terms (ill-conditioned beyond; down to {} on plane {}, support {}); {:.2f} s",
+                 cheb_terms_, cheb_in_r_ ? "r" : "r^2", errors[rms].rms, rms, ks.support[rms], errors[max].max, max,
+                 ks.support[max], fewer, errors[least].terms, least, ks.support[least],
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+
   WProjSettings s_;
   std::filesystem::path cache_dir_;
   KernelLayouts layouts_;
+  int cheb_terms_ = 0;
+  bool cheb_in_r_ = false;
 };
 
 }  // namespace
@@ -724,7 +749,7 @@ Estimate estimate(const Params& p, const PortShapes& in, const EstimateContext& 
   const WProjSizes z = wproj_sizes(stage.settings(), obs);
   const double points = double(z.conv_size) * z.conv_size;
   KernelFacts k{z.planes, z.oversample, z.conv_size, std::min(support_estimate(z, z.max_w), z.max_support()),
-                mean_footprint(z, obs), z.w_error + z.lookup_error};
+                mean_footprint(z, obs), z.w_error + z.lookup_error, int(p.chebyshev)};
   std::error_code ec;
   const auto file = stage.cache_file_of(z);
   const auto cached_bytes = file.empty() ? 0 : std::filesystem::file_size(file, ec);

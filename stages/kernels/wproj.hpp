@@ -39,6 +39,8 @@ struct Params {
   std::string layouts = "rows";
   double epsilon = 0;
   std::string plane_rule = "accuracy";
+  std::int64_t chebyshev = 0;
+  std::string chebyshev_variable = "r2";
 };
 
 inline const StageDecl<Params> decl{
@@ -108,7 +110,25 @@ inline const StageDecl<Params> decl{
                  .doc = "how w_planes 0 is chosen: accuracy (the error model, for about 1e-3 of a peak) or oskar "
                         "(OSKAR's max(16, max_w |sin(fov/2)|), the rule of the seeds' data sets, kept for benchmarks "
                         "comparable with them; 0.2-0.9 % peak errors on wide fields); with oskar the FFT is "
-                        "padding x image_size as when w_planes is given"}}},
+                        "padding x image_size as when w_planes is given"}},
+               {&Params::chebyshev,
+                {.name = "chebyshev", .unit = "terms", .min = 0, .max = 256,
+                 .doc = "also fit each plane with this many Chebyshev coefficients (SDP Memo 73), for grid.tiled's "
+                        "chebyshev variant: a 1-D series in r^2 (or r, chebyshev_variable) of the distance r from the "
+                        "visibility, over the disc r <= s + 1/2 cells (the table's last sample along the axes; zero "
+                        "beyond it, which drops the footprint's corners), complex coefficients, by least squares "
+                        "over every sample of the plane's quarter kernel inside the disc (Householder QR), with fewer "
+                        "terms on a plane where more would make the coefficients sum beyond 16 times its peak (too "
+                        "few or too unevenly spread radii for the degree: small planes, in r most; the float series "
+                        "would lose to rounding what the fit gained). The fit's footprint sums give the chebyshev "
+                        "gridder its norm; the RMS and largest error against the table (worst plane, relative to "
+                        "its peak) are logged. The 1-D fit cannot follow the kernels' departure from radial symmetry "
+                        "(the spheroidal taper is separable): about 2.5e-3 of the peak RMS however many terms "
+                        "(bench/results/chebyshev.md). Not cached: refitted every run. 0: no fit"}},
+               {&Params::chebyshev_variable,
+                {.name = "chebyshev_variable", .choices = {"r2", "r"},
+                 .doc = "the series' variable: r2 (x = 2 r^2 / R^2 - 1: no square root per point, and it stretches "
+                        "the kernel's steep centre, the memo's better fit) or r (x = 2 r / R - 1)"}}},
     .concurrency = Concurrency::serial,
     // The geometry follows from the parameters alone; the planes and supports from the data.
     .describe = [](const Params& p, const PortShapes&) {
