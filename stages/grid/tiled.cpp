@@ -455,11 +455,12 @@ Estimate estimate(const Params& p, const PortShapes& in, const EstimateContext& 
   auto k = in.find(kernels.name);
   if (k == in.end() || !k->second.kernel) throw InputError("input 'kernels': the kernel stack's supports are not estimated");
   const double updates = n * k->second.kernel->mean_footprint;
-  // Chebyshev evaluation costs about its terms in table reads (VM: 1.88e8, 8.06e7, 3.28e7 updates/s
-  // on 2 cores at 11, 25, 50 terms against the table's 1.59e9; bench/results/chebyshev.md; the H100 ratio
-  // is taken to be the same).
-  const double terms = p.variant == "chebyshev" ? std::max(1, k->second.kernel->chebyshev_terms) : 1;
-  const double cuda = (p.variant == "nvidia" ? 2.24e11 : p.variant == "nag" ? 1.05e11 : 4.96e11) / terms;
+  // Chebyshev evaluation costs about its terms in table reads on the VM (1.88e8, 8.06e7, 3.28e7
+  // updates/s on 2 cores at 11, 25, 50 terms against the table's 1.59e9; bench/results/chebyshev.md)
+  // and on the H100 about 2e12 / terms updates/s (1.38e11, 7.9e10, 4.6e10; h100_chebyshev.md).
+  const bool chebyshev = p.variant == "chebyshev";
+  const double terms = chebyshev ? std::max(1, k->second.kernel->chebyshev_terms) : 1;
+  const double cuda = chebyshev ? 2e12 / terms : p.variant == "nvidia" ? 2.24e11 : p.variant == "nag" ? 1.05e11 : 4.96e11;
   char basis[96];
   std::snprintf(basis, sizeof basis, "%.3g kernel-point updates", updates);
   return {.seconds = seconds_at(c, updates, 1.03e9 / terms, cuda), .error = k->second.kernel->image_error, .basis = basis};

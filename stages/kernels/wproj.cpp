@@ -710,9 +710,12 @@ namespace uvflow::kernels_wproj {
 namespace {
 
 // Kernel generation: 5.6e9 (points x log2 points) of pruned plane FFT per second per core, measured
-// on the VM (431 planes of 2000^2 in 3.38 s on 2 threads, small preset at 2048^2 pixels); a cached
-// stack loads at about 3e8 bytes/s (the VM: 6.9 MiB in 20 ms with its layouts).
+// on the VM (431 planes of 2000^2 in 3.38 s on 2 threads, small preset at 2048^2 pixels), and no
+// faster beyond 2 threads: memory-bound, 16 threads of the H100's host made 751 planes of 1992^2 in
+// 6.9 s (bench/results/auto_method.md). A cached stack loads at about 3e8 bytes/s (the VM: 6.9 MiB
+// in 20 ms with its layouts).
 constexpr double kPlaneFftRate = 5.6e9, kCacheReadRate = 3e8;
+constexpr int kPlaneFftThreads = 2;
 
 // The expected footprint (2s+1)^2 over the data's |w|, taken as half-normal with the observation's
 // rms |w| (clipped to its range): 64 quantiles, each at its plane's estimated support.
@@ -758,7 +761,8 @@ Estimate estimate(const Params& p, const PortShapes& in, const EstimateContext& 
   std::snprintf(basis, sizeof basis, "%d planes of %d^2-point FFTs, %s, mean footprint %.0f cells", z.planes,
                 z.conv_size, cached ? "cached" : "not cached", k.mean_footprint);
   Estimate e{.seconds = cached ? double(cached_bytes) / kCacheReadRate
-                               : z.planes * points * std::log2(points) / (kPlaneFftRate * std::max(1, c.threads)),
+                               : z.planes * points * std::log2(points) /
+                                     (kPlaneFftRate * std::clamp(c.threads, 1, kPlaneFftThreads)),
              .basis = basis};
   e.outputs[std::string(kernels.name)].kernel = k;
   return e;
