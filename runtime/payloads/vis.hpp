@@ -22,6 +22,7 @@ struct Observation {
   std::int64_t total_visibilities = -1;  // -1: unknown in advance
   std::int64_t total_blocks = -1;
   double max_abs_w = 0, min_abs_w = 0, rms_abs_w = 0, max_abs_uv = 0;
+  std::vector<double> abs_w_quantiles;  // |w| at quantiles (i + 1/2) / 64 (AbsWHistogram); empty: unknown
   // The instrument, for writers that record it (io.write_ms); empty or 0 where unknown.
   struct Antenna {
     std::string name;

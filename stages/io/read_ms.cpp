@@ -16,6 +16,7 @@
 #include "runtime/error.hpp"
 #include "runtime/dist.hpp"
 #include "runtime/units.hpp"
+#include "stages/shared/abs_w_histogram.hpp"
 #include "stages/shared/share.hpp"
 #include "stages/io/ms_tables.hpp"
 
@@ -71,12 +72,14 @@ struct UvwStats {
   std::int64_t count = 0;
   double max_abs_w = 0, min_abs_w = std::numeric_limits<double>::infinity(), sum_w2 = 0, max_abs_uv = 0;
   double first_time = std::numeric_limits<double>::infinity();
+  AbsWHistogram abs_w;
   std::int64_t bad_row = std::numeric_limits<std::int64_t>::max();  // the first row that is bad data
   std::string why;
   void bad(std::int64_t row, std::string what) {
     if (row < bad_row) bad_row = row, why = std::move(what);
   }
   void merge(const UvwStats& o) {
+    abs_w.merge(o.abs_w);
     count += o.count;
     max_abs_w = std::max(max_abs_w, o.max_abs_w);
     min_abs_w = std::min(min_abs_w, o.min_abs_w);
@@ -273,6 +276,7 @@ class ReadMs : public DeclaredStage<decl> {
                 acc.max_abs_w = std::max(acc.max_abs_w, w);
                 acc.min_abs_w = std::min(acc.min_abs_w, w);
                 acc.sum_w2 += w * w;
+                acc.abs_w.add(w);
                 acc.max_abs_uv = std::max({acc.max_abs_uv, double(std::abs(float(uvw[0] * s))),
                                            double(std::abs(float(uvw[1] * s)))});
               }
@@ -310,6 +314,8 @@ class ReadMs : public DeclaredStage<decl> {
     dist::all_reduce(high, high, 2, dist::Op::max);
     dist::all_reduce(low, low, 2, dist::Op::min);
     dist::all_reduce(&st.sum_w2, &st.sum_w2, 1, dist::Op::sum);
+    auto& bins = st.abs_w.counts();
+    dist::all_reduce(bins.data(), bins.data(), bins.size(), dist::Op::sum);
     st.count = counts[0], blocks = counts[1];
     st.max_abs_w = high[0], st.max_abs_uv = high[1], st.min_abs_w = low[0], st.first_time = low[1];
   }
@@ -333,6 +339,7 @@ class ReadMs : public DeclaredStage<decl> {
     obs->min_abs_w = st.min_abs_w;
     obs->rms_abs_w = std::sqrt(st.sum_w2 / double(st.count));
     obs->max_abs_uv = st.max_abs_uv;
+    obs->abs_w_quantiles = st.abs_w.quantiles(64);
     for (const ms::Antenna& a : info.antennas) obs->antennas.push_back({a.name, a.x, a.y, a.z, a.dish_diameter_m});
     obs->integration_s = info.interval_s;
     obs->channel_width_hz = std::abs(info.chan_width_hz[std::size_t(chan0_ + sel_.front())]);

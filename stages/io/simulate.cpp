@@ -19,6 +19,7 @@
 
 #include "runtime/error.hpp"
 #include "runtime/units.hpp"
+#include "stages/shared/abs_w_histogram.hpp"
 #include "stages/shared/share.hpp"
 
 namespace uvflow::io_simulate {
@@ -191,7 +192,9 @@ Observation::Antenna itrf(const Station& s) {
 
 struct UvwStats {
   double max_abs_w = 0, min_abs_w = std::numeric_limits<double>::infinity(), sum_w2 = 0, max_abs_uv = 0;
+  AbsWHistogram abs_w;
   void merge(const UvwStats& o) {
+    abs_w.merge(o.abs_w);
     max_abs_w = std::max(max_abs_w, o.max_abs_w);
     min_abs_w = std::min(min_abs_w, o.min_abs_w);
     sum_w2 += o.sum_w2;
@@ -558,6 +561,7 @@ class Simulate : public DeclaredStage<decl> {
               acc.max_abs_w = std::max(acc.max_abs_w, w);
               acc.min_abs_w = std::min(acc.min_abs_w, w);
               acc.sum_w2 += w * w;
+              acc.abs_w.add(w);
               acc.max_abs_uv = std::max({acc.max_abs_uv, double(std::abs(uu[i])), double(std::abs(vv[i]))});
             }
           }
@@ -589,6 +593,7 @@ class Simulate : public DeclaredStage<decl> {
     obs->min_abs_w = st.min_abs_w;
     obs->rms_abs_w = std::sqrt(st.sum_w2 / double(total));
     obs->max_abs_uv = st.max_abs_uv;
+    obs->abs_w_quantiles = st.abs_w.quantiles(64);
     obs_ = std::move(obs);
   }
 

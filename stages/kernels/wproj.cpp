@@ -717,19 +717,24 @@ namespace {
 constexpr double kPlaneFftRate = 5.6e9, kCacheReadRate = 3e8;
 constexpr int kPlaneFftThreads = 2;
 
-// The expected footprint (2s+1)^2 over the data's |w|, taken as half-normal with the observation's
-// rms |w| (clipped to its range): 64 quantiles, each at its plane's estimated support.
+// The expected footprint (2s+1)^2 over the data's |w|: at the observation's quantiles of |w| where
+// its source gave them, else at those of a half-normal distribution with its rms |w| (clipped to
+// its range), each at its plane's estimated support.
 double mean_footprint(const WProjSizes& z, const Observation& obs) {
   constexpr int kQuantiles = 64;
-  double sum = 0;
-  for (int i = 0; i < kQuantiles; ++i) {
+  std::vector<double> at = obs.abs_w_quantiles;
+  for (int i = 0; at.empty() && i < kQuantiles; ++i) {
     const double q = (i + 0.5) / kQuantiles;  // P(|w| <= x) = erf(x / (sqrt(2) rms)): bisect for x
     double lo = 0, hi = 10 * std::max(obs.rms_abs_w, 1e-300);
     for (int k = 0; k < 60; ++k) {
       const double mid = 0.5 * (lo + hi);
       (std::erf(mid / (std::sqrt(2.0) * obs.rms_abs_w)) < q ? lo : hi) = mid;
     }
-    const double w = std::clamp(0.5 * (lo + hi), obs.min_abs_w, obs.max_abs_w);
+    at.push_back(0.5 * (lo + hi));
+  }
+  double sum = 0;
+  for (double quantile : at) {
+    const double w = std::clamp(quantile, obs.min_abs_w, obs.max_abs_w);
     const double k = z.planes > 1 ? std::round(std::sqrt(w * z.w_scale)) : 0;  // its plane
     // support_estimate bounds the support to size the FFT (a cell of margin, rounded up); 0.75 cell
     // less matched the supports kernels.wproj made on the small preset (1.16e8 updates, 1.15e8 run).
@@ -737,7 +742,7 @@ double mean_footprint(const WProjSizes& z, const Observation& obs) {
                                     double(z.max_support()));
     sum += (2 * support + 1) * (2 * support + 1);
   }
-  return sum / kQuantiles;
+  return sum / double(at.size());
 }
 
 // The stack's sizes for the data (wproj_sizes), what making it costs (generated or read from the
