@@ -51,6 +51,7 @@ class Executor {
 // its outputs: no rank leaves files from a run that failed elsewhere.
 void Executor::gather_ranks(RunReport& r) {
   r.rank = dist::rank();
+  r.local_rank = dist::local_rank();
   r.communication_s = dist::communication_seconds();
   if (dist::size() == 1) return;
   for (auto& text : dist::gather(report_json(r))) r.ranks.push_back(report_from_json(text));
@@ -76,7 +77,9 @@ RunReport Executor::run() {
                                                     size_t(plan_.run.threads));
   for (auto& st : plan_.stages) has_cuda_ = has_cuda_ || st.backend == "cuda";
   if (auto env = device_problems(plan_); !env.empty()) throw ConfigError(env);
-  run_.device_name = has_cuda_ ? device::describe(0) : "host";
+  // One rank per GPU: each rank of a node takes the next of its devices (round robin).
+  if (has_cuda_) device::use(device::for_local_rank(dist::local_rank(), device::count()));
+  run_.device_name = has_cuda_ ? device::describe(device::current()) : "host";
   if (has_cuda_ && plan_.run.pinned_pool_mb > 0) {
     const auto t = Clock::now();
     PinnedPool::global().reserve(std::size_t(plan_.run.pinned_pool_mb) << 20);

@@ -166,6 +166,7 @@ nlohmann::json to_json(const RunReport& r) {
     j["loops"].push_back(l);
   }
   j["rank"] = r.rank;
+  j["local_rank"] = r.local_rank;
   j["communication_s"] = r.communication_s;
   for (auto& k : r.ranks) j["ranks"].push_back(to_json(k));
   return j;
@@ -185,6 +186,7 @@ RunReport report_from_json(const std::string& text) {
   r.stream_start_s = j.at("stream_start_s");
   r.outputs = j.at("outputs").get<std::vector<std::string>>();
   r.rank = j.value("rank", 0);
+  r.local_rank = j.value("local_rank", 0);
   r.communication_s = j.value("communication_s", 0.0);
   for (auto& c : j.value("choices", nlohmann::json::array()))
     r.choices.push_back({c.at("id"), c.at("chosen"), c.at("automatic"), c.at("why")});

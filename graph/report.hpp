@@ -65,6 +65,7 @@ struct RunReport {
   // collectives (waiting for the other ranks included), and on rank 0 every rank's report, in
   // rank order (its own first), each without outputs.
   int rank = 0;
+  int local_rank = 0;  // its index among the ranks on its node: the GPU it takes (device::for_local_rank)
   double communication_s = 0;
   std::vector<RunReport> ranks;
 

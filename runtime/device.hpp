@@ -11,7 +11,15 @@ namespace uvflow::device {
 
 bool compiled();                 // uvflow was built with CUDA
 int count();                     // usable CUDA devices (0 without CUDA or without a GPU)
-std::string describe(int dev = 0);  // "cuda:0 (NVIDIA H100 80GB HBM3, sm_90)"
+std::string describe(int dev);   // "cuda:0 (NVIDIA H100 80GB HBM3, sm_90)"
+// One rank per GPU: the device of the process that is `local_rank` on its node (dist::local_rank()),
+// round robin over the node's count() devices.
+inline int for_local_rank(int local_rank, int devices) { return devices > 0 ? local_rank % devices : 0; }
+// Makes `dev` the process's device: the calling thread's now, and every oneTBB worker's as it enters
+// the calling thread's arena (CUDA's current device is per thread), so streams, memory and kernels
+// of every stage land on it. Throws when there is no such device.
+void use(int dev);
+int current();  // the device use() chose; 0 before
 
 // A recorded point in a stream's work. Copies share the same CUDA event.
 class Event {

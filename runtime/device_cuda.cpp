@@ -1,7 +1,10 @@
 // CUDA implementation of runtime/device.hpp (compiled only when uvflow is built with CUDA).
 #include <cuda_runtime_api.h>
 
+#include <oneapi/tbb/task_scheduler_observer.h>
+
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -38,16 +41,42 @@ int count() {
     }
     if (c > 0) {
       // Keep freed pool memory for reuse instead of returning it to the driver each time.
-      cudaMemPool_t pool;
-      if (cudaDeviceGetDefaultMemPool(&pool, 0) == cudaSuccess) {
-        uint64_t keep = UINT64_MAX;
-        cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+      for (int d = 0; d < c; ++d) {
+        cudaMemPool_t pool;
+        if (cudaDeviceGetDefaultMemPool(&pool, d) == cudaSuccess) {
+          uint64_t keep = UINT64_MAX;
+          cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+        }
       }
     }
     return c;
   }();
   return n;
 }
+
+namespace {
+
+std::atomic<int> g_device{0};
+
+// Sets the process's device on each thread that starts taking tasks in the observed arena.
+class DeviceObserver : public tbb::task_scheduler_observer {
+ public:
+  DeviceObserver() { observe(true); }
+  ~DeviceObserver() override { observe(false); }
+  void on_scheduler_entry(bool) override { cudaSetDevice(g_device.load()); }
+};
+
+}  // namespace
+
+void use(int dev) {
+  if (dev < 0 || dev >= count())
+    throw std::runtime_error("cuda:" + std::to_string(dev) + " asked for, " + std::to_string(count()) + " devices present");
+  g_device = dev;
+  check(cudaSetDevice(dev), "cudaSetDevice");
+  static DeviceObserver observer;  // made once, on the first caller's arena (the run's)
+}
+
+int current() { return g_device.load(); }
 
 std::string describe(int dev) {
   if (count() <= dev) return "cuda:" + std::to_string(dev) + " (absent)";

@@ -13,6 +13,8 @@ namespace {
 bool compiled() { return false; }
 int count() { return 0; }
 std::string describe(int dev) { return "cuda:" + std::to_string(dev) + " (not compiled)"; }
+void use(int dev) { throw std::runtime_error("cuda:" + std::to_string(dev) + " asked for: uvflow was built without CUDA"); }
+int current() { return 0; }
 void Event::synchronize() const {}
 bool Event::ready() const { return true; }
 float Event::elapsed_since(const Event&) const { absent(); }

@@ -19,6 +19,7 @@ namespace uvflow::dist {
 bool compiled();  // built with MPI
 int rank();       // 0 .. size() - 1; 0 when not distributed
 int size();       // ranks in the job; 1 when not distributed
+int local_rank(); // this rank's index among the job's ranks on its node (for one GPU per rank); 0 alone
 inline bool root() { return rank() == 0; }
 
 // Joins the MPI job when this process was started by mpirun (its environment says so), and

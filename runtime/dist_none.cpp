@@ -8,6 +8,7 @@ namespace uvflow::dist {
 bool compiled() { return false; }
 int rank() { return 0; }
 int size() { return 1; }
+int local_rank() { return 0; }
 Session::Session(int&, char**&) {}
 Session::~Session() = default;
 int Session::end(int rc, bool) { return rc; }

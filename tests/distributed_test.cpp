@@ -9,6 +9,7 @@
 #include "graph/pipeline.hpp"
 #include "graph/ranks.hpp"
 #include "graph/report.hpp"
+#include "runtime/device.hpp"
 #include "runtime/dist.hpp"
 #include "stages/builtin.hpp"
 #include "stages/shared/share.hpp"
@@ -76,6 +77,17 @@ TEST(PlanForRank, OtherRanksLeaveOutWhatFollowsTheGridReduction) {
   }
 }
 
+// One rank per GPU: a node's ranks take its devices round robin; without devices, device 0 (the
+// run then has no cuda stage, or fails naming the missing device).
+TEST(DeviceForRank, NodeRanksTakeTheDevicesRoundRobin) {
+  const int two[] = {0, 1, 0, 1, 0};
+  for (int r = 0; r < 5; ++r) EXPECT_EQ(device::for_local_rank(r, 2), two[r]) << "local rank " << r;
+  for (int r = 0; r < 5; ++r) EXPECT_EQ(device::for_local_rank(r, 1), 0);
+  EXPECT_EQ(device::for_local_rank(3, 8), 3);
+  EXPECT_EQ(device::for_local_rank(3, 0), 0);
+  EXPECT_EQ(dist::local_rank(), 0);  // one process
+}
+
 TEST(RankReports, JsonRoundTripAndTotals) {
   RunReport r;
   r.pipeline = "p";
@@ -83,11 +95,13 @@ TEST(RankReports, JsonRoundTripAndTotals) {
   r.device = "host";
   r.wall_s = 2.5;
   r.rank = 3;
+  r.local_rank = 1;
   r.communication_s = 0.25;
   r.stages.push_back({.id = "grid", .type = "grid.tiled", .backend = "cpu", .items_in = 4, .wall_s = 1.5,
                       .work = {.visibilities = 100, .updates = 4900}});
   const RunReport back = report_from_json(report_json(r));
   EXPECT_EQ(back.rank, 3);
+  EXPECT_EQ(back.local_rank, 1);
   EXPECT_DOUBLE_EQ(back.communication_s, 0.25);
   EXPECT_DOUBLE_EQ(back.wall_s, 2.5);
   ASSERT_EQ(back.stages.size(), 1u);

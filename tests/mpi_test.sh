@@ -25,6 +25,14 @@ r = json.load(open(sys.argv[1]))
 print(int(sum(s["visibilities"] for k in r.get("ranks", [r]) for s in k["stages"] if s["id"] == "grid")))' "$1"
 }
 
+# local_ranks REPORT: the ranks' indices on their node, in order.
+local_ranks() {
+  /usr/bin/python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(" ".join(str(k.get("local_rank", -1)) for k in sorted(r.get("ranks", [r]), key=lambda k: k["local_rank"])))' "$1"
+}
+
 images() {  # images PIPELINE SETTINGS...
   local pipeline=$1; shift
   for w in natural uniform briggs; do
@@ -35,6 +43,8 @@ images() {  # images PIPELINE SETTINGS...
         --set run.report=$w-$n.json
       check "$w: mpirun -np $n exits 0" [ $? -eq 0 ]
       check "$w: np $n grids every visibility once" [ "$(gridded $w-$n.json)" = "$(gridded $w-one.json)" ]
+      check "$w: np $n ranks are 0..$((n - 1)) on this node (each takes device local_rank mod count)" \
+        [ "$(local_ranks $w-$n.json)" = "$(seq -s ' ' 0 $((n - 1)))" ]
     done
     check "$w: np 1, 2, 4 images agree with one process to 1e-6 of the peak" \
       /usr/bin/python3 "$src/tests/mpi_compare.py" 1e-6 $w-one.fits $w-1.fits $w-2.fits $w-4.fits
