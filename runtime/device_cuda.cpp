@@ -62,7 +62,6 @@ std::atomic<int> g_device{0};
 class DeviceObserver : public tbb::task_scheduler_observer {
  public:
   DeviceObserver() { observe(true); }
-  ~DeviceObserver() override { observe(false); }
   void on_scheduler_entry(bool) override { cudaSetDevice(g_device.load()); }
 };
 
@@ -73,7 +72,10 @@ void use(int dev) {
     throw std::runtime_error("cuda:" + std::to_string(dev) + " asked for, " + std::to_string(count()) + " devices present");
   g_device = dev;
   check(cudaSetDevice(dev), "cudaSetDevice");
-  static DeviceObserver observer;  // made once, on the first caller's arena (the run's)
+  // Made once, on the first caller's arena (the run's), and never destroyed: it must outlive every
+  // task, and oneTBB may be gone before static destructors run.
+  static DeviceObserver* observer = new DeviceObserver;
+  (void)observer;
 }
 
 int current() { return g_device.load(); }
