@@ -77,8 +77,9 @@ RunReport Executor::run() {
                                                     size_t(plan_.run.threads));
   for (auto& st : plan_.stages) has_cuda_ = has_cuda_ || st.backend == "cuda";
   if (auto env = device_problems(plan_); !env.empty()) throw ConfigError(env);
-  // One rank per GPU: each rank of a node takes the next of its devices (round robin).
-  if (has_cuda_) device::use(device::for_local_rank(dist::local_rank(), device::count()));
+  // One rank per GPU: each rank of a node takes the next of its devices (round robin). A single
+  // process keeps CUDA's default, cuda:0.
+  if (has_cuda_ && dist::size() > 1) device::use(device::for_local_rank(dist::local_rank(), device::count()));
   run_.device_name = has_cuda_ ? device::describe(device::current()) : "host";
   if (has_cuda_ && plan_.run.pinned_pool_mb > 0) {
     const auto t = Clock::now();
