@@ -26,8 +26,8 @@ namespace uvflow {
 
 // What travels on an edge: an item, or the end of a stream.
 struct Msg {
+  Tokens tokens;  // before the payload: members die in reverse, so the payload is freed before its permit
   std::shared_ptr<const Payload> payload;
-  Tokens tokens;
   std::int64_t index = 0;
   bool end = false;        // end of stream: `count` items were sent before it
   std::int64_t count = 0;
@@ -39,8 +39,8 @@ struct Invocation {
   bool start = false;  // a source's start(): its up-front once outputs
   bool tick = false;   // a source's item: holds a permit of its limiter while anything made from it lives
   std::int64_t index = 0;
+  Tokens tokens;  // before the inputs, as in Msg: the payloads are freed before their permits
   PayloadMap inputs;
-  Tokens tokens;
 };
 
 class StageNode {
