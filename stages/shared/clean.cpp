@@ -257,9 +257,11 @@ void clark_patch_cycle(const std::vector<std::size_t>& active, std::vector<float
   const double budget = 0.25 * limit;
   double drift = 0;
   // A tournament tree over the pixels' |values| (leaves in `active`'s order; of equal ones the
-  // earlier wins, as a scan with > finds the peak), and each component's patch found row by row by
-  // binary search in the ascending `active`: a component costs the pixels it changes times log of
-  // their number, not two scans of them all (a large image's late cycles select 1e5 pixels).
+  // earlier wins, as a scan with > finds the peak). A component's patch is walked in the ascending
+  // `active`, row by row, jumping by binary search over pixels outside it; the tree is then renewed
+  // once, level by level, over the runs it changed. A component costs the pixels it changes plus a
+  // search per row that has them, not two scans of them all (a large image's late cycles select 1e5
+  // pixels, hundreds of times).
   const std::size_t m = value.size();
   constexpr std::uint32_t kNone = UINT32_MAX;
   std::size_t leaves = 1;
@@ -271,11 +273,7 @@ void clark_patch_cycle(const std::vector<std::size_t>& active, std::vector<float
   };
   for (std::size_t i = 0; i < m; ++i) tree[leaves + i] = std::uint32_t(i);
   for (std::size_t t = leaves - 1; t >= 1; --t) tree[t] = winner(tree[2 * t], tree[2 * t + 1]);
-  // Leaves [first, last) changed: their ancestors, level by level (a row's run shares most of them).
-  auto changed = [&](std::size_t first, std::size_t last) {
-    for (std::size_t lo = (leaves + first) / 2, hi = (leaves + last - 1) / 2; lo >= 1; lo /= 2, hi /= 2)
-      for (std::size_t t = lo; t <= hi; ++t) tree[t] = winner(tree[2 * t], tree[2 * t + 1]);
-  };
+  std::vector<std::pair<std::size_t, std::size_t>> runs;  // tree nodes [first, last] changed, ascending
   while (m > 0 && std::int64_t(out.components.size()) < niter && drift <= budget) {
     const std::size_t best = tree[1];
     if (!(std::abs(value[best]) > limit)) break;
@@ -286,18 +284,43 @@ void clark_patch_cycle(const std::vector<std::size_t>& active, std::vector<float
     out.components.push_back({x, y, flux, value[best], cleaned});
     at.push_back(active[best]);
     fluxes.push_back(flux);
-    for (int dy = -psf_patch; dy <= psf_patch; ++dy) {
-      if (y + dy < 0) continue;
-      const std::size_t row = std::size_t(y + dy) * std::size_t(nx);
-      const auto first = std::lower_bound(active.begin(), active.end(), row + std::size_t(std::max(0, x - psf_patch)));
-      const auto last = std::upper_bound(first, active.end(), row + std::size_t(std::min(nx - 1, x + psf_patch)));
-      if (first == last) continue;
-      for (auto it = first; it != last; ++it) {
-        const std::size_t i = std::size_t(it - active.begin());
-        const int dx = int(*it - row) - x;  // one rounding: the same on every compiler
-        value[i] = std::fma(-flux, patch[std::size_t(dy + psf_patch) * w + std::size_t(dx + psf_patch)], value[i]);
+    // Row r of the patch spans pixels [row_first(r), row_last(r)].
+    const std::size_t x0 = std::size_t(std::max(0, x - psf_patch)), x1 = std::size_t(std::min(nx - 1, x + psf_patch));
+    auto row_first = [&](std::size_t r) { return r * std::size_t(nx) + x0; };
+    auto row_last = [&](std::size_t r) { return r * std::size_t(nx) + x1; };
+    const std::size_t last_pixel = row_last(std::size_t(y + psf_patch));
+    runs.clear();
+    auto it = std::lower_bound(active.begin(), active.end(), row_first(std::size_t(std::max(0, y - psf_patch))));
+    while (it != active.end() && *it <= last_pixel) {
+      const std::size_t r = *it / std::size_t(nx);
+      if (*it < row_first(r)) {  // left of the patch: on to its start in this row
+        it = std::lower_bound(it, active.end(), row_first(r));
+        continue;
       }
-      changed(std::size_t(first - active.begin()), std::size_t(last - active.begin()));
+      if (*it > row_last(r)) {  // right of it: on to the next row's start
+        it = std::lower_bound(it, active.end(), row_first(r + 1));
+        continue;
+      }
+      const std::size_t first = std::size_t(it - active.begin());
+      // Pixel (px, r) takes the patch's (px - x + psf_patch, r - y + psf_patch).
+      const std::size_t patch_row = std::size_t(int(r) - y + psf_patch) * w - std::size_t(x - psf_patch);
+      for (; it != active.end() && *it <= row_last(r); ++it) {
+        float& v = value[std::size_t(it - active.begin())];
+        v = std::fma(-flux, patch[patch_row + (*it - r * std::size_t(nx))], v);  // one rounding: the same on every compiler
+      }
+      runs.emplace_back(leaves + first, leaves + std::size_t(it - active.begin()) - 1);
+    }
+    // The runs' ancestors, level by level, runs that meet merged.
+    for (std::size_t level = leaves; level > 1 && !runs.empty(); level /= 2) {
+      std::size_t kept = 0;
+      for (auto [lo, hi] : runs) {
+        lo /= 2, hi /= 2;
+        if (kept > 0 && lo <= runs[kept - 1].second) runs[kept - 1].second = std::max(runs[kept - 1].second, hi);
+        else runs[kept++] = {lo, hi};
+      }
+      runs.resize(kept);
+      for (auto [lo, hi] : runs)
+        for (std::size_t t = lo; t <= hi; ++t) tree[t] = winner(tree[2 * t], tree[2 * t + 1]);
     }
   }
 }

@@ -94,7 +94,7 @@ std::vector<float> psf_patch_of(const Image& psf, int psf_patch);
 // The level above which a Clark cycle cleans, for a cycle starting at `peak`: cycle_factor x the
 // largest exterior sidelobe x the peak (the sidelobes the patch leaves out add up over the cycle's
 // components), at most half the peak so that every cycle has pixels to clean, at least threshold.
-inline double clark_limit(double threshold, double cycle_factor, double sidelobe, double peak) {
+constexpr double clark_limit(double threshold, double cycle_factor, double sidelobe, double peak) {
   return std::max(threshold, std::min(0.5, cycle_factor * sidelobe) * peak);
 }
 

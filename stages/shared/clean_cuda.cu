@@ -5,11 +5,14 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <optional>
+
+#include <cub/cub.cuh>
 
 #include "runtime/cufft_plan.hpp"
 #include "stages/shared/minor_cycle_cuda.cuh"
@@ -137,28 +140,42 @@ __global__ void subtract_convolved(float* residual, const cuFloatComplex* work, 
   }
 }
 
-// A pixel taken by select_above: its index and value.
-struct Pixel {
-  unsigned long long at;
-  float value;
+// What a selection writes besides its pixels: how many it found (it writes at most its capacity),
+// the limit they exceed and, for Clark, the peak that limit comes from. Read back in one copy.
+struct SelectHead {
+  unsigned long long count;
+  double limit;
+  float peak;
 };
 
-// The pixels within the mask (null: all) whose |value| exceeds `limit` (compared in double, as
-// clark_cycle() compares them), in any order: `count` of them, the first `capacity` written.
-__global__ void select_above(const float* r, const std::uint8_t* mask, unsigned long long n, double limit, Pixel* out,
-                             unsigned long long capacity, unsigned long long* count) {
+// The pixels within the mask (null: all) whose |value| exceeds head->limit (compared in double, as
+// clark_cycle() compares them), in any order: their indices and values.
+__global__ void select_above(const float* r, const std::uint8_t* mask, unsigned long long n, SelectHead* head,
+                             unsigned long long* at, float* value, unsigned long long capacity) {
+  const double limit = head->limit;
   for (unsigned long long k = blockIdx.x * (unsigned long long)kThreads + threadIdx.x; k < n;
        k += (unsigned long long)gridDim.x * kThreads)
     if ((!mask || mask[k]) && double(fabsf(r[k])) > limit) {
-      const unsigned long long i = atomicAdd(count, 1ULL);
-      if (i < capacity) out[i] = {k, r[k]};
+      const unsigned long long i = atomicAdd(&head->count, 1ULL);
+      if (i < capacity) at[i] = k, value[i] = r[k];
     }
 }
 
 constexpr int kTile = 64;
 
-// The largest |value| within the mask (-1: none) of each 64 x 64 tile of [tx0, tx0 + tw) x [ty0, ...):
-// a block per tile, tiles_x tiles a row in `out`.
+// The largest of the block's threads' `mine` (each a |value| or -1 for none), to every thread.
+__device__ float tile_max_of_block(float mine) {
+  for (int o = 16; o > 0; o /= 2) mine = fmaxf(mine, __shfl_down_sync(0xffffffffu, mine, o));
+  __shared__ float warp_best[kThreads / 32];
+  if (threadIdx.x % 32 == 0) warp_best[threadIdx.x / 32] = mine;
+  __syncthreads();
+  float best = warp_best[0];
+  for (int w = 1; w < kThreads / 32; ++w) best = fmaxf(best, warp_best[w]);
+  return best;
+}
+
+// The largest |value| within the mask (-1: none; NaN left out, as find_peak leaves it) of each 64 x 64
+// tile of [tx0, tx0 + tw) x [ty0, ...): a block per tile, tiles_x tiles a row in `out`.
 __global__ void tile_maxima(const float* r, const std::uint8_t* mask, int nx, int ny, int tiles_x, int tx0, int ty0, int tw,
                             float* out) {
   const int tx = tx0 + int(blockIdx.x) % tw, ty = ty0 + int(blockIdx.x) / tw;
@@ -167,44 +184,125 @@ __global__ void tile_maxima(const float* r, const std::uint8_t* mask, int nx, in
     const int x = tx * kTile + i % kTile, y = ty * kTile + i / kTile;
     if (x >= nx || y >= ny) continue;
     const std::size_t k = std::size_t(y) * std::size_t(nx) + std::size_t(x);
-    if ((!mask || mask[k]) && fabsf(r[k]) > best) best = fabsf(r[k]);  // NaN left out, as find_peak leaves it
+    if ((!mask || mask[k]) && fabsf(r[k]) > best) best = fabsf(r[k]);
   }
-  for (int o = 16; o > 0; o /= 2) best = fmaxf(best, __shfl_down_sync(0xffffffffu, best, o));
-  __shared__ float warp_best[kThreads / 32];
-  if (threadIdx.x % 32 == 0) warp_best[threadIdx.x / 32] = best;
-  __syncthreads();
+  best = tile_max_of_block(best);
+  if (threadIdx.x == 0) out[std::size_t(ty) * std::size_t(tiles_x) + std::size_t(tx)] = best;
+}
+
+// A Clark cycle's start, on the device: the peak (the largest tile maximum) and clark_limit() of it.
+__global__ void clark_peak_and_limit(const float* tile_max, int tiles, double threshold, double cycle_factor,
+                                     double sidelobe, SelectHead* head) {
+  float best = -1.0f;
+  for (int t = threadIdx.x; t < tiles; t += kThreads) best = fmaxf(best, tile_max[t]);
+  best = tile_max_of_block(best);
   if (threadIdx.x == 0) {
-    for (int w = 1; w < kThreads / 32; ++w) best = fmaxf(best, warp_best[w]);
-    out[std::size_t(ty) * std::size_t(tiles_x) + std::size_t(tx)] = fmaxf(best, warp_best[0]);
+    head->peak = best;
+    head->limit = clark_limit(threshold, cycle_factor, sidelobe, double(best));
   }
 }
 
-// select_above() over the listed tiles only (a block per tile).
-__global__ void select_in_tiles(const float* r, const std::uint8_t* mask, int nx, int ny, const int* tiles, int tiles_x,
-                                double limit, Pixel* out, unsigned long long capacity, unsigned long long* count) {
-  const int tx = tiles[blockIdx.x] % tiles_x, ty = tiles[blockIdx.x] / tiles_x;
+// select_above() over the tiles whose maximum exceeds the limit (a block per tile, of all tiles).
+__global__ void select_in_tiles(const float* r, const std::uint8_t* mask, int nx, int ny, int tiles_x, const float* tile_max,
+                                SelectHead* head, unsigned long long* at, float* value, unsigned long long capacity) {
+  const double limit = head->limit;
+  if (!(double(tile_max[blockIdx.x]) > limit)) return;
+  const int tx = int(blockIdx.x) % tiles_x, ty = int(blockIdx.x) / tiles_x;
   for (int i = threadIdx.x; i < kTile * kTile; i += kThreads) {
     const int x = tx * kTile + i % kTile, y = ty * kTile + i / kTile;
     if (x >= nx || y >= ny) continue;
     const std::size_t k = std::size_t(y) * std::size_t(nx) + std::size_t(x);
     if ((!mask || mask[k]) && double(fabsf(r[k])) > limit) {
-      const unsigned long long j = atomicAdd(count, 1ULL);
-      if (j < capacity) out[j] = {k, r[k]};
+      const unsigned long long j = atomicAdd(&head->count, 1ULL);
+      if (j < capacity) at[j] = k, value[j] = r[k];
     }
   }
 }
 
+// A Clark cycle's component: its pixel and flux.
+struct Component {
+  int x, y;
+  float flux;
+};
+
+constexpr int kTilePixelsPerThread = kTile * kTile / kThreads;
+
+// The cycle's components off the residual over the listed tiles (a block per tile: the tiles their
+// PSFs overlap), and each tile's maximum renewed. Each pixel takes the components in their order,
+// one fma each, as launches of subtract() one by one would, but the residual is read and written
+// once. The block lists the components whose PSF reaches its tile (in order, kThreads at a time), so
+// that far ones cost a comparison each, not a pass over the pixels.
+__global__ void subtract_in_tiles(float* r, const std::uint8_t* mask, int nx, int ny, int tiles_x, const int* tiles,
+                                  const float* psf, int pnx, int pny, const Component* comps, int count, float* tile_max) {
+  static_assert(kTilePixelsPerThread * kThreads == kTile * kTile);
+  __shared__ Component listed[kThreads];
+  __shared__ int warp_hits[kThreads / 32];
+  const int t = tiles[blockIdx.x], x0 = t % tiles_x * kTile, y0 = t / tiles_x * kTile;
+  const int pcx = pnx / 2, pcy = pny / 2, lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32;
+  float v[kTilePixelsPerThread];
+  for (int j = 0; j < kTilePixelsPerThread; ++j) {
+    const int i = int(threadIdx.x) + j * kThreads, x = x0 + i % kTile, y = y0 + i / kTile;
+    v[j] = x < nx && y < ny ? r[std::size_t(y) * std::size_t(nx) + std::size_t(x)] : 0.0f;
+  }
+  for (int c0 = 0; c0 < count; c0 += kThreads) {
+    const int c = c0 + int(threadIdx.x);
+    Component mine{};
+    bool hit = false;
+    if (c < count) {
+      mine = comps[c];
+      hit = mine.x - pcx < x0 + kTile && mine.x - pcx + pnx > x0 && mine.y - pcy < y0 + kTile && mine.y - pcy + pny > y0;
+    }
+    const unsigned ballot = __ballot_sync(0xffffffffu, hit);
+    if (lane == 0) warp_hits[warp] = __popc(int(ballot));
+    __syncthreads();
+    int before = 0, hits = 0;
+    for (int w = 0; w < kThreads / 32; ++w) {
+      before += w < warp ? warp_hits[w] : 0;
+      hits += warp_hits[w];
+    }
+    if (hit) listed[before + __popc(int(ballot & ((1u << lane) - 1u)))] = mine;
+    __syncthreads();
+    for (int j = 0; j < kTilePixelsPerThread; ++j) {
+      const int i = int(threadIdx.x) + j * kThreads, x = x0 + i % kTile, y = y0 + i / kTile;
+      for (int q = 0; q < hits; ++q) {
+        const int px = x - listed[q].x + pcx, py = y - listed[q].y + pcy;
+        if (px >= 0 && py >= 0 && px < pnx && py < pny)
+          v[j] = fmaf(-listed[q].flux, psf[std::size_t(py) * std::size_t(pnx) + std::size_t(px)], v[j]);
+      }
+    }
+    __syncthreads();  // the next chunk's list replaces this one
+  }
+  float best = -1.0f;
+  for (int j = 0; j < kTilePixelsPerThread; ++j) {
+    const int i = int(threadIdx.x) + j * kThreads, x = x0 + i % kTile, y = y0 + i / kTile;
+    if (x >= nx || y >= ny) continue;
+    const std::size_t k = std::size_t(y) * std::size_t(nx) + std::size_t(x);
+    r[k] = v[j];
+    if ((!mask || mask[k]) && fabsf(v[j]) > best) best = fabsf(v[j]);
+  }
+  best = tile_max_of_block(best);
+  if (threadIdx.x == 0) tile_max[t] = best;
+}
+
+// The components into the model, in their order (a pixel taken twice sums as clark() sums it).
+__global__ void add_to_model(float* model, int nx, const Component* comps, int count) {
+  if (blockIdx.x != 0 || threadIdx.x != 0) return;
+  for (int c = 0; c < count; ++c) model[std::size_t(comps[c].y) * std::size_t(nx) + std::size_t(comps[c].x)] += comps[c].flux;
+}
+
 // restored += each component's Gaussian over its (2 reach + 1)^2 box within the image (a block per
 // component; components of nearby pixels overlap, hence the atomics).
-__global__ void add_gaussians(const Pixel* comps, int nx, int ny, int reach, double a, double b, double c, float* restored) {
-  const Pixel p = comps[blockIdx.x];
-  const int cx = int(p.at % (unsigned long long)nx), cy = int(p.at / (unsigned long long)nx), w = 2 * reach + 1;
+__global__ void add_gaussians(const unsigned long long* at, const float* value, int nx, int ny, int reach, double a, double b,
+                              double c, float* restored) {
+  const float peak = value[blockIdx.x];
+  const int cx = int(at[blockIdx.x] % (unsigned long long)nx), cy = int(at[blockIdx.x] / (unsigned long long)nx);
+  const int w = 2 * reach + 1;
   for (int i = threadIdx.x; i < w * w; i += kThreads) {
     const int x = cx + i % w - reach, y = cy + i / w - reach;
     if (x < 0 || y < 0 || x >= nx || y >= ny) continue;
     const double dx = x - cx, dy = y - cy;
     atomicAdd(&restored[std::size_t(y) * std::size_t(nx) + std::size_t(x)],
-              float(p.value * exp(-(a * dx * dx + 2 * b * dx * dy + c * dy * dy))));
+              float(peak * exp(-(a * dx * dx + 2 * b * dx * dy + c * dy * dy))));
   }
 }
 
@@ -267,58 +365,91 @@ Peak find_peak(const float* residual, const std::uint8_t* mask, unsigned long lo
   return pk;
 }
 
-// Pixels in increasing index: an LSD radix sort (3 passes of 11 bits) where the indices fit 33 bits,
-// std::sort otherwise. A large image's Clark cycles sort their selection (up to 1e5 pixels) hundreds
-// of times: 1 ms each by std::sort.
-void sort_by_index(std::vector<Pixel>& v, unsigned long long n) {
-  if (n > (1ULL << 33)) {
-    std::sort(v.begin(), v.end(), [](const Pixel& a, const Pixel& b) { return a.at < b.at; });
-    return;
+// A selection's pixels, sorted by index on the device (CUB's radix sort) and read back through pinned
+// memory: the order clark_cycle() and model_flux() take them in. A large image's Clark cycles select
+// up to 1e5 pixels hundreds of times; sorting them on the host took about as long as the rest of the
+// cycle. The buffers grow to the most pixels a selection has found.
+class PixelSelection {
+ public:
+  PixelSelection(unsigned long long n, const device::Stream& stream)
+      : end_bit_(std::max(1, int(std::bit_width(n)))), stream_(stream), s_(static_cast<cudaStream_t>(stream.native())),
+        head_(Array<SelectHead>::device(1, stream)), head_host_(Array<SelectHead>::host(1, true)) {
+    reserve(std::size_t(1) << 16);
   }
-  std::vector<Pixel> tmp(v.size());
-  for (int shift = 0; shift < 33; shift += 11) {
-    std::vector<std::size_t> start(2049, 0);
-    for (const Pixel& p : v) ++start[((p.at >> shift) & 2047) + 1];
-    for (int b = 0; b < 2048; ++b) start[std::size_t(b) + 1] += start[std::size_t(b)];
-    for (const Pixel& p : v) tmp[start[(p.at >> shift) & 2047]++] = p;
-    v.swap(tmp);
-  }
-}
+  ~PixelSelection() { keep_until(stream_.record(), {&head_, &at_[0], &at_[1], &value_[0], &value_[1], &temp_}); }
 
-// What a selection kernel appends to `buffer` (counting them in `count`; it writes at most
-// buffer.size()), read back in pixel order (of n pixels). `launch(buffer)` starts the kernel on `s`;
-// when the count exceeds the buffer, the buffer grows to hold them and the kernel runs again.
-template <class Launch>
-std::vector<Pixel> read_selection(Launch&& launch, Array<Pixel>& buffer, const Array<unsigned long long>& count,
-                                  unsigned long long n, const char* who, const device::Stream& stream) {
-  auto s = static_cast<cudaStream_t>(stream.native());
-  for (;;) {
-    unsigned long long c = 0;
-    device::check(cudaMemsetAsync(count.data(), 0, sizeof c, s), who, "reset");
-    launch(buffer);
-    device::check_launch(who);
-    device::check(cudaMemcpyAsync(&c, count.data(), sizeof c, cudaMemcpyDeviceToHost, s), who, "read the count");
-    stream.synchronize();
-    if (c > buffer.size()) {  // too many for the buffer: again, into one that holds them
-      buffer = Array<Pixel>::device(std::size_t(c), stream);
-      continue;
+  SelectHead* head() const { return head_.data(); }
+  // The head zeroed (no pixels, limit 0), enqueued.
+  void zero_head() { check(cudaMemsetAsync(head_.data(), 0, sizeof(SelectHead), s_), "reset"); }
+
+  // Runs `launch(at, value, capacity)`, a kernel appending the pixels above head()->limit (set
+  // before) and counting them in head()->count, then reads the head back (a wait); where the count
+  // exceeds the capacity, the buffers grow and it runs again.
+  template <class Launch>
+  SelectHead run(Launch&& launch) {
+    for (;;) {
+      check(cudaMemsetAsync(&head_.data()->count, 0, sizeof(unsigned long long), s_), "reset the count");
+      launch(at_[0].data(), value_[0].data(), (unsigned long long)at_[0].size());
+      device::check_launch(kWho);
+      check(cudaMemcpyAsync(head_host_.data(), head_.data(), sizeof(SelectHead), cudaMemcpyDeviceToHost, s_), "read the count");
+      stream_.synchronize();
+      if (head_host_[0].count <= at_[0].size()) return head_host_[0];
+      reserve(std::size_t(head_host_[0].count));  // the stream is idle: the old buffers may go
     }
-    std::vector<Pixel> out(c);
-    device::check(cudaMemcpyAsync(out.data(), buffer.data(), c * sizeof(Pixel), cudaMemcpyDeviceToHost, s), who, "read back");
-    stream.synchronize();
-    sort_by_index(out, n);
-    return out;
   }
-}
 
-// The pixels select_above() takes, in pixel order (the order clark_cycle() and model_flux() take
-// them in); `buffer` grows to hold them.
-std::vector<Pixel> select_pixels(const float* r, const std::uint8_t* mask, unsigned long long n, double limit,
-                                 Array<Pixel>& buffer, const Array<unsigned long long>& count, int blocks, cudaStream_t s,
-                                 const device::Stream& stream) {
-  return read_selection(
-      [&](Array<Pixel>& b) { select_above<<<blocks, kThreads, 0, s>>>(r, mask, n, limit, b.data(), b.size(), count.data()); },
-      buffer, count, n, "deconv (cuda): select pixels", stream);
+  // The last run()'s pixels, in increasing index (a second wait).
+  void read(std::vector<std::size_t>& at, std::vector<float>& value) {
+    const std::size_t c = std::size_t(head_host_[0].count);
+    at.resize(c);
+    value.resize(c);
+    if (c == 0) return;
+    cub::DoubleBuffer<unsigned long long> keys(at_[0].data(), at_[1].data());
+    cub::DoubleBuffer<float> values(value_[0].data(), value_[1].data());
+    std::size_t bytes = 0;
+    check(cub::DeviceRadixSort::SortPairs(nullptr, bytes, keys, values, int(c), 0, end_bit_, s_), "radix sort size");
+    if (bytes > temp_.size()) temp_ = Array<std::uint8_t>::device(bytes, stream_);  // the stream is idle
+    check(cub::DeviceRadixSort::SortPairs(temp_.data(), bytes, keys, values, int(c), 0, end_bit_, s_), "radix sort");
+    check(cudaMemcpyAsync(at_host_.data(), keys.Current(), c * sizeof(unsigned long long), cudaMemcpyDeviceToHost, s_),
+          "read back");
+    check(cudaMemcpyAsync(value_host_.data(), values.Current(), c * sizeof(float), cudaMemcpyDeviceToHost, s_), "read back");
+    stream_.synchronize();
+    std::copy(at_host_.data(), at_host_.data() + c, at.begin());
+    std::copy(value_host_.data(), value_host_.data() + c, value.begin());
+  }
+
+  // The last run()'s pixels on the device, in any order (before the next read()).
+  const unsigned long long* device_at() const { return at_[0].data(); }
+  const float* device_value() const { return value_[0].data(); }
+
+ private:
+  static constexpr const char* kWho = "deconv (cuda): select pixels";
+  static void check(cudaError_t e, const char* what) { device::check(e, kWho, what); }
+  void reserve(std::size_t c) {
+    for (int b = 0; b < 2; ++b) {
+      at_[b] = Array<unsigned long long>::device(c, stream_);
+      value_[b] = Array<float>::device(c, stream_);
+    }
+    at_host_ = Array<unsigned long long>::host(c, true);
+    value_host_ = Array<float>::host(c, true);
+  }
+
+  int end_bit_;
+  const device::Stream& stream_;
+  cudaStream_t s_;
+  Array<SelectHead> head_, head_host_;
+  Array<unsigned long long> at_[2], at_host_;
+  Array<float> value_[2], value_host_;
+  Array<std::uint8_t> temp_ = Array<std::uint8_t>::device(0, stream_);
+};
+
+// The pixels within the mask whose |value| exceeds 0, selected over the whole image.
+SelectHead select_pixels(PixelSelection& selection, const float* r, const std::uint8_t* mask, unsigned long long n,
+                         int blocks, cudaStream_t s) {
+  selection.zero_head();
+  return selection.run([&](unsigned long long* at, float* value, unsigned long long capacity) {
+    select_above<<<blocks, kThreads, 0, s>>>(r, mask, n, selection.head(), at, value, capacity);
+  });
 }
 
 // robust_rms()'s median of the values radix_histogram takes: the one at total / 2 in increasing order,
@@ -390,65 +521,86 @@ MinorCycle hogbom_cuda(float* residual, float* model, int nx, int ny, const floa
 
 namespace {
 
-// The residual's peak |value| per tile, kept up to date where a cycle's subtraction changed it: each
-// Clark cycle's peak and its pixels above the limit come from the tiles, reading only the tiles that
-// can hold such pixels, where two passes over the whole image (1.8 GB at 15000^2) would be read.
-class TileMaxima {
+// The residual's peak |value| per 64 x 64 tile, kept up to date where a cycle's subtraction changed
+// it: each Clark cycle's peak, limit and pixels above it come from the tiles on the device, reading
+// only the tiles that can hold such pixels (two passes over a 15000^2 image would read 1.8 GB), with
+// one wait for the peak and the count and one for the sorted pixels.
+class ClarkTiles {
  public:
-  TileMaxima(const float* r, const std::uint8_t* mask, int nx, int ny, const device::Stream& stream)
+  ClarkTiles(float* r, const std::uint8_t* mask, int nx, int ny, const device::Stream& stream)
       : r_(r), mask_(mask), nx_(nx), ny_(ny), tiles_x_((nx + kTile - 1) / kTile), tiles_y_((ny + kTile - 1) / kTile),
         stream_(stream), s_(static_cast<cudaStream_t>(stream.native())),
         max_(Array<float>::device(std::size_t(tiles_x_) * std::size_t(tiles_y_), stream)),
-        list_(Array<int>::device(max_.size(), stream)), host_(max_.size()) {
-    changed(0, 0, nx, ny);
+        list_(Array<int>::device(max_.size(), stream)), list_host_(Array<int>::host(max_.size(), true)),
+        hit_(max_.size(), 0) {
+    renew_all();
   }
-  ~TileMaxima() { keep_until(stream_.record(), {&max_, &list_}); }
+  ~ClarkTiles() { keep_until(stream_.record(), {&max_, &list_, &comps_}); }
 
-  // Pixels [x0, x1) x [y0, y1) changed (enqueued on the stream).
-  void changed(int x0, int y0, int x1, int y1) {
-    const int tx0 = x0 / kTile, ty0 = y0 / kTile, tw = (x1 - 1) / kTile + 1 - tx0, th = (y1 - 1) / kTile + 1 - ty0;
-    if (tw <= 0 || th <= 0) return;
-    tile_maxima<<<tw * th, kThreads, 0, s_>>>(r_, mask_, nx_, ny_, tiles_x_, tx0, ty0, tw, max_.data());
+  // Every tile's maximum (the residual changed everywhere), enqueued.
+  void renew_all() {
+    tile_maxima<<<tiles_x_ * tiles_y_, kThreads, 0, s_>>>(r_, mask_, nx_, ny_, tiles_x_, 0, 0, tiles_x_, max_.data());
     device::check_launch("deconv.clark: tile_maxima");
   }
 
-  // The peak |value| within the mask (-1: none), the tiles read back for select().
-  float peak() {
-    device::check(cudaMemcpyAsync(host_.data(), max_.data(), host_.size() * sizeof(float), cudaMemcpyDeviceToHost, s_), kWho,
-                  "read the tile maxima");
-    stream_.synchronize();
-    float best = -1.0f;
-    for (float v : host_) best = std::max(best, v);
-    return best;
+  // The cycle's peak and limit (clark_limit()) and the count of pixels above the limit, after one
+  // wait; `selection` then reads them.
+  SelectHead select(PixelSelection& selection, double threshold, double cycle_factor, double sidelobe) {
+    clark_peak_and_limit<<<1, kThreads, 0, s_>>>(max_.data(), int(max_.size()), threshold, cycle_factor, sidelobe,
+                                                 selection.head());
+    device::check_launch("deconv.clark: clark_peak_and_limit");
+    return selection.run([&](unsigned long long* at, float* value, unsigned long long capacity) {
+      select_in_tiles<<<unsigned(max_.size()), kThreads, 0, s_>>>(r_, mask_, nx_, ny_, tiles_x_, max_.data(), selection.head(),
+                                                                  at, value, capacity);
+    });
   }
 
-  // The pixels above `limit` in pixel order (after peak(), before the next change), as select_pixels().
-  std::vector<Pixel> select(double limit, Array<Pixel>& buffer, const Array<unsigned long long>& count) {
-    std::vector<int> list;
-    for (std::size_t t = 0; t < host_.size(); ++t)
-      if (double(host_[t]) > limit) list.push_back(int(t));
-    if (list.empty()) return {};
-    device::check(cudaMemcpyAsync(list_.data(), list.data(), list.size() * sizeof(int), cudaMemcpyHostToDevice, s_), kWho,
+  // The components at pixels `at` with `fluxes` (in order) off the residual with the whole PSF, and
+  // into the model; the tiles they touch renewed. Enqueued: the uploads are from pinned buffers that
+  // the next select()'s wait frees.
+  void subtract(const std::vector<std::size_t>& at, const std::vector<float>& fluxes, const float* psf, int pnx, int pny,
+                float* model) {
+    if (comps_host_.size() < at.size()) {
+      comps_host_ = Array<Component>::host(at.size(), true);
+      comps_ = Array<Component>::device(at.size(), stream_);
+    }
+    std::size_t tiles = 0;
+    for (std::size_t i = 0; i < at.size(); ++i) {
+      const int x = int(at[i] % std::size_t(nx_)), y = int(at[i] / std::size_t(nx_));
+      comps_host_[i] = {x, y, fluxes[i]};
+      // The tiles of the overlap [x - pnx/2, x - pnx/2 + pnx) x [...] within the image.
+      const int tx0 = std::max(0, x - pnx / 2) / kTile, tx1 = (std::min(nx_, x - pnx / 2 + pnx) - 1) / kTile;
+      const int ty0 = std::max(0, y - pny / 2) / kTile, ty1 = (std::min(ny_, y - pny / 2 + pny) - 1) / kTile;
+      for (int ty = ty0; ty <= ty1; ++ty)
+        for (int tx = tx0; tx <= tx1; ++tx) {
+          const std::size_t t = std::size_t(ty) * std::size_t(tiles_x_) + std::size_t(tx);
+          if (!hit_[t]) hit_[t] = 1, list_host_[tiles++] = int(t);
+        }
+    }
+    for (std::size_t i = 0; i < tiles; ++i) hit_[std::size_t(list_host_[i])] = 0;
+    if (tiles == 0) return;
+    device::check(cudaMemcpyAsync(comps_.data(), comps_host_.data(), at.size() * sizeof(Component), cudaMemcpyHostToDevice, s_),
+                  kWho, "upload the components");
+    device::check(cudaMemcpyAsync(list_.data(), list_host_.data(), tiles * sizeof(int), cudaMemcpyHostToDevice, s_), kWho,
                   "upload the tiles");
-    // read_selection() waits for the stream before it returns: `list` is uploaded before it goes.
-    return read_selection(
-        [&](Array<Pixel>& b) {
-          select_in_tiles<<<unsigned(list.size()), kThreads, 0, s_>>>(r_, mask_, nx_, ny_, list_.data(), tiles_x_, limit,
-                                                                      b.data(), b.size(), count.data());
-        },
-        buffer, count, (unsigned long long)nx_ * (unsigned long long)ny_, "deconv.clark (cuda): select_in_tiles", stream_);
+    add_to_model<<<1, 1, 0, s_>>>(model, nx_, comps_.data(), int(at.size()));
+    device::check_launch("deconv.clark: add_to_model");
+    subtract_in_tiles<<<unsigned(tiles), kThreads, 0, s_>>>(r_, mask_, nx_, ny_, tiles_x_, list_.data(), psf, pnx, pny,
+                                                             comps_.data(), int(at.size()), max_.data());
+    device::check_launch("deconv.clark: subtract_in_tiles");
   }
 
  private:
   static constexpr const char* kWho = "deconv.clark (cuda)";
-  const float* r_;
+  float* r_;
   const std::uint8_t* mask_;
   int nx_, ny_, tiles_x_, tiles_y_;
   const device::Stream& stream_;
   cudaStream_t s_;
   Array<float> max_;
-  Array<int> list_;
-  std::vector<float> host_;
+  Array<int> list_, list_host_;
+  Array<Component> comps_ = Array<Component>::device(0, stream_), comps_host_ = Array<Component>::host(0, true);
+  std::vector<std::uint8_t> hit_;  // the tiles listed so far by subtract(), 0 again when it returns
 };
 
 // Clark's subtraction by FFT convolution, as clark() does it: the whole PSF as a circular 2nx x 2ny
@@ -508,13 +660,12 @@ class FftSubtraction {
   Array<float> flux_ = Array<float>::device(0, stream_);
 };
 
-// The direct subtraction moves about 12 bytes per pixel of a component's overlap with the PSF (the
-// residual read and written, the PSF read) and costs a launch (counted as 2^20 pixels); the FFT
-// convolution about 100 per element of its 2nx x 2ny grid (the zeroing, two transforms of several
-// passes, the product, the read of the real part). Direct while its pixels are at most this many
+// The direct subtraction reads the PSF over each component's overlap with the image (4 bytes a pixel,
+// mostly from L2) and reads and writes the residual once over their union; the FFT convolution moves
+// about 100 bytes per element of its 2nx x 2ny grid (the zeroing, two transforms of several passes,
+// the product, the read of the real part). Direct while the overlaps' pixels are at most this many
 // times the grid's elements.
-constexpr double kDirectPerFftElement = 8;
-constexpr double kLaunchPixels = 1 << 20;
+constexpr double kDirectPerFftElement = 25;
 
 }  // namespace
 
@@ -555,64 +706,43 @@ MinorCycle clark_cuda(float* residual, float* model, int nx, int ny, const float
   double cleaned = 0;
   std::vector<std::size_t> at, active;
   std::vector<float> fluxes, value;
-  auto selected = Array<Pixel>::device(std::size_t(1) << 16, stream);
-  auto count = Array<unsigned long long>::device(1, stream);
-  // Where the host's time goes (MinorCycle::detail): selection and read-back, patch cycles, subtraction.
+  // Where the host's time goes (MinorCycle::detail): selection and read-back (with the waits for the
+  // device's subtraction before it), patch cycles, subtraction.
   using Clock = std::chrono::steady_clock;
   double select_s = 0, patch_s = 0, subtract_s = 0;
   std::size_t cycles = 0, selected_most = 0, direct_cycles = 0;
   auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
-  TileMaxima tiles(residual, mask, nx, ny, stream);
+  ClarkTiles tiles(residual, mask, nx, ny, stream);
+  PixelSelection selection(n, stream);
   for (;;) {
     auto t = Clock::now();
-    const float peak = tiles.peak();
+    const SelectHead head = tiles.select(selection, threshold, cycle_factor, sidelobe);
     select_s += since(t);
-    if (minor_cycle_done(out, peak, threshold, niter, cancelled)) break;
+    if (minor_cycle_done(out, head.peak, threshold, niter, cancelled)) break;
     // The cycle's pixels, selected on the device, and its patch cycle on the host by clark()'s code.
-    const double limit = clark_limit(threshold, cycle_factor, sidelobe, peak);
     t = Clock::now();
-    const std::vector<Pixel> pixels = tiles.select(limit, selected, count);
-    active.resize(pixels.size());
-    value.resize(pixels.size());
-    for (std::size_t i = 0; i < pixels.size(); ++i) active[i] = std::size_t(pixels[i].at), value[i] = pixels[i].value;
+    selection.read(active, value);
     select_s += since(t);
     t = Clock::now();
-    clark_patch_cycle(active, value, nx, limit, sidelobe, gain, p0, niter, patch, psf_patch, out, cleaned, at, fluxes);
+    clark_patch_cycle(active, value, nx, head.limit, sidelobe, gain, p0, niter, patch, psf_patch, out, cleaned, at, fluxes);
     patch_s += since(t);
     ++cycles;
-    selected_most = std::max(selected_most, pixels.size());
+    selected_most = std::max(selected_most, active.size());
     t = Clock::now();
-    // The cycle's components off the whole residual: directly over each one's overlap with the PSF, or
-    // by the FFT convolution where that moves less memory.
+    // The cycle's components off the whole residual: directly over their overlaps with the PSF, or by
+    // the FFT convolution where that moves less memory.
     double direct = 0;
     for (std::size_t k : at) {
       const int x = int(k % std::size_t(nx)), y = int(k / std::size_t(nx));
-      direct += double(std::min(nx, x - pcx + pnx) - std::max(0, x - pcx)) * double(std::min(ny, y - pcy + pny) - std::max(0, y - pcy)) +
-                kLaunchPixels;
+      direct += double(std::min(nx, x - pcx + pnx) - std::max(0, x - pcx)) * double(std::min(ny, y - pcy + pny) - std::max(0, y - pcy));
     }
     if (direct > kDirectPerFftElement * fft_elements) {
       if (!fft) fft.emplace(psf, pnx, pny, nx, ny, stream);
       fft->subtract(residual, model, at, fluxes);
-      tiles.changed(0, 0, nx, ny);
-      subtract_s += since(t);
-      continue;
-    }
-    ++direct_cycles;
-    for (std::size_t i = 0; i < at.size(); ++i) {
-      const int x = int(at[i] % std::size_t(nx)), y = int(at[i] / std::size_t(nx));
-      const int x_lo = std::max(0, x - pcx), x_hi = std::min(nx, x - pcx + pnx);
-      const int y_lo = std::max(0, y - pcy), y_hi = std::min(ny, y - pcy + pny);
-      subtract<<<grid_blocks((long long)(x_hi - x_lo) * (y_hi - y_lo)), kThreads, 0, s>>>(residual, model, nx, psf, pnx, x, y, pcx,
-                                                                                        pcy, x_lo, x_hi, y_lo, y_hi, fluxes[i]);
-      device::check_launch("deconv.clark: subtract");
-    }
-    // The tiles each component's PSF changed (once per pixel: a cycle often takes one pixel again).
-    std::vector<std::size_t> pixels_hit(at);
-    std::sort(pixels_hit.begin(), pixels_hit.end());
-    pixels_hit.erase(std::unique(pixels_hit.begin(), pixels_hit.end()), pixels_hit.end());
-    for (std::size_t k : pixels_hit) {
-      const int x = int(k % std::size_t(nx)), y = int(k / std::size_t(nx));
-      tiles.changed(std::max(0, x - pcx), std::max(0, y - pcy), std::min(nx, x - pcx + pnx), std::min(ny, y - pcy + pny));
+      tiles.renew_all();
+    } else {
+      ++direct_cycles;
+      tiles.subtract(at, fluxes, psf, pnx, pny, model);
     }
     subtract_s += since(t);
   }
@@ -622,7 +752,7 @@ MinorCycle clark_cuda(float* residual, float* model, int nx, int ny, const float
                 "%.1f ms in patch cycles, %.1f ms subtracting",
                 cycles, direct_cycles, selected_most, select_s * 1e3, patch_s * 1e3, subtract_s * 1e3);
   out.detail = note;
-  keep_until(stream.record(), {&bits, &patch_dev, &selected, &count});
+  keep_until(stream.record(), {&bits, &patch_dev});
   return out;
 }
 
@@ -644,12 +774,14 @@ StartFigures start_figures_cuda(const float* dirty, const std::uint8_t* mask, st
 double model_flux_cuda(const float* model, std::size_t n, const device::Stream& stream) {
   auto s = static_cast<cudaStream_t>(stream.native());
   const int blocks = int(std::min<unsigned long long>(kMaxBlocks, (n + kThreads - 1) / kThreads));
-  auto buffer = Array<Pixel>::device(std::size_t(1) << 16, stream);
-  auto count = Array<unsigned long long>::device(1, stream);
   // The non-zero pixels, summed in pixel order: model_flux()'s sum (its zeros add nothing).
+  PixelSelection selection(n, stream);
+  select_pixels(selection, model, nullptr, n, blocks, s);
+  std::vector<std::size_t> at;
+  std::vector<float> value;
+  selection.read(at, value);
   double sum = 0;
-  for (const Pixel& p : select_pixels(model, nullptr, n, 0.0, buffer, count, blocks, s, stream)) sum += p.value;
-  keep_until(stream.record(), {&buffer, &count});
+  for (float v : value) sum += v;
   return sum;
 }
 
@@ -660,18 +792,17 @@ void restore_cuda(const float* model, const float* residual, float* restored, in
   const int blocks = int(std::min<unsigned long long>(kMaxBlocks, (n + kThreads - 1) / kThreads));
   device::check(cudaMemcpyAsync(restored, residual, n * sizeof(float), cudaMemcpyDeviceToDevice, s), "deconv.restore (cuda)",
                 "copy the residual");
-  auto buffer = Array<Pixel>::device(std::size_t(1) << 16, stream);
-  auto count = Array<unsigned long long>::device(1, stream);
-  // The components: the model's non-zero pixels, which select_pixels() leaves in `buffer`.
-  const std::size_t comps = select_pixels(model, nullptr, n, 0.0, buffer, count, blocks, s, stream).size();
+  // The components: the model's non-zero pixels, left on the device by the selection.
+  PixelSelection selection(n, stream);
+  const std::size_t comps = std::size_t(select_pixels(selection, model, nullptr, n, blocks, s).count);
   // restore()'s reach: where the Gaussian falls below 1e-7 of its peak along its major axis.
   const double lmin = (g.a + g.c) / 2 - std::hypot((g.a - g.c) / 2, g.b);
   const int reach = int(std::ceil(std::sqrt(std::log(1e7) / lmin)));
   if (comps > 0) {
-    add_gaussians<<<unsigned(comps), kThreads, 0, s>>>(buffer.data(), nx, ny, reach, g.a, g.b, g.c, restored);
+    add_gaussians<<<unsigned(comps), kThreads, 0, s>>>(selection.device_at(), selection.device_value(), nx, ny, reach, g.a,
+                                                       g.b, g.c, restored);
     device::check_launch("deconv.restore: add_gaussians");
   }
-  keep_until(stream.record(), {&buffer, &count});
 }
 
 }  // namespace uvflow::clean
