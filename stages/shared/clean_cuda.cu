@@ -366,14 +366,14 @@ Peak find_peak(const float* residual, const std::uint8_t* mask, unsigned long lo
 }
 
 // A selection's pixels, sorted by index on the device (CUB's radix sort) and read back through pinned
-// memory: the order clark_cycle() and model_flux() take them in. A large image's Clark cycles select
+// memory when they are wanted on the host: the order clark_cycle() and model_flux() take them in. A large image's Clark cycles select
 // up to 1e5 pixels hundreds of times; sorting them on the host took about as long as the rest of the
 // cycle. The buffers grow to the most pixels a selection has found.
 class PixelSelection {
  public:
   PixelSelection(unsigned long long n, const device::Stream& stream)
       : end_bit_(std::max(1, int(std::bit_width(n)))), stream_(stream), s_(static_cast<cudaStream_t>(stream.native())),
-        head_(Array<SelectHead>::device(1, stream)), head_host_(Array<SelectHead>::host(1, true)) {
+        head_(Array<SelectHead>::device(1, stream)) {
     reserve(std::size_t(1) << 16);
   }
   ~PixelSelection() { keep_until(stream_.record(), {&head_, &at_[0], &at_[1], &value_[0], &value_[1], &temp_}); }
@@ -391,19 +391,23 @@ class PixelSelection {
       check(cudaMemsetAsync(&head_.data()->count, 0, sizeof(unsigned long long), s_), "reset the count");
       launch(at_[0].data(), value_[0].data(), (unsigned long long)at_[0].size());
       device::check_launch(kWho);
-      check(cudaMemcpyAsync(head_host_.data(), head_.data(), sizeof(SelectHead), cudaMemcpyDeviceToHost, s_), "read the count");
+      check(cudaMemcpyAsync(&head_host_, head_.data(), sizeof(SelectHead), cudaMemcpyDeviceToHost, s_), "read the count");
       stream_.synchronize();
-      if (head_host_[0].count <= at_[0].size()) return head_host_[0];
-      reserve(std::size_t(head_host_[0].count));  // the stream is idle: the old buffers may go
+      if (head_host_.count <= at_[0].size()) return head_host_;
+      reserve(std::size_t(head_host_.count));  // the stream is idle: the old buffers may go
     }
   }
 
   // The last run()'s pixels, in increasing index (a second wait).
   void read(std::vector<std::size_t>& at, std::vector<float>& value) {
-    const std::size_t c = std::size_t(head_host_[0].count);
+    const std::size_t c = std::size_t(head_host_.count);
     at.resize(c);
     value.resize(c);
     if (c == 0) return;
+    if (at_host_.size() < c) {  // pinned only for a selection read back (restore_cuda reads none)
+      at_host_ = Array<unsigned long long>::host(at_[0].size(), true);
+      value_host_ = Array<float>::host(at_[0].size(), true);
+    }
     cub::DoubleBuffer<unsigned long long> keys(at_[0].data(), at_[1].data());
     cub::DoubleBuffer<float> values(value_[0].data(), value_[1].data());
     std::size_t bytes = 0;
@@ -430,14 +434,13 @@ class PixelSelection {
       at_[b] = Array<unsigned long long>::device(c, stream_);
       value_[b] = Array<float>::device(c, stream_);
     }
-    at_host_ = Array<unsigned long long>::host(c, true);
-    value_host_ = Array<float>::host(c, true);
   }
 
   int end_bit_;
   const device::Stream& stream_;
   cudaStream_t s_;
-  Array<SelectHead> head_, head_host_;
+  Array<SelectHead> head_;
+  SelectHead head_host_{};  // the count is read with a wait right after: pageable is as fast
   Array<unsigned long long> at_[2], at_host_;
   Array<float> value_[2], value_host_;
   Array<std::uint8_t> temp_ = Array<std::uint8_t>::device(0, stream_);

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Every GPU gridder side by side against the cpu serial reference (issue 13): for the presets
+# synthetic, el30-56, el56-82 and el82-70 and for the el56-82 preset written in the gridding memos'
+# format and read back by io.read_seeds, bench/variant_grid.yaml with grid.serial (cpu, Listing 1),
+# then grid.tiled's nag, nvidia, uvflow and chebyshev (25 terms in r^2) variants and
+# grid.moving_window (10 dumps) on cuda, each in its own run; each grid written as .npy and compared
+# with the serial one (relative Frobenius norm of the difference) before the next run, then deleted
+# (a 18750^2 grid is 2.8 GB). The file's data set has no chebyshev row (its kernels are tables; the
+# fit is made by kernels.wproj) and no moving_window row (the format has no antenna or time labels).
+# Then bench/report_variants.py's table. Usage, on the H100 from the repository root with the bundle
+# unpacked (docs/gpu.md):
+#   bash bench/h100_variants.sh OUT_DIR [uvflow command, default /tmp/uvflow-gpu/run uvflow] [data sets]
+# Writes OUT_DIR/h100_variants.md, the run reports and OUT_DIR/agreement.txt.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:?usage: bench/h100_variants.sh OUT_DIR [uvflow command] [data sets]}
+uvflow=${2:-/tmp/uvflow-gpu/run uvflow}
+sets=${3:-synthetic el30-56 el56-82 el82-70 file}
+mkdir -p "$out" out
+rm -f "$out/agreement.txt"
+bundle_commit=$(dirname "${uvflow%% *}")/COMMIT
+[[ -z ${UVFLOW_COMMIT:-} && -f $bundle_commit ]] && export UVFLOW_COMMIT=$(cat "$bundle_commit")
+declare -A npix=([synthetic]=8332 [el30-56]=15000 [el56-82]=15000 [el82-70]=15000 [file]=15000)
+declare -A cell=([synthetic]=20 [el30-56]=1.45 [el56-82]=1.45 [el82-70]=1.45 [file]=1.45)
+declare -A dpb=([synthetic]=100 [el30-56]=60 [el56-82]=60 [el82-70]=60 [file]=60)
+failed=0
+for set in $sets; do
+  source=(--set vars.source=simulate --set vars.preset=$set)
+  variants="serial nag nvidia uvflow chebyshev moving_window"
+  if [[ $set == file ]]; then
+    $uvflow run -q bench/write_seeds_file.yaml --set vars.path=/tmp/el56-82.seeds || { echo "failed: writing the file" >&2; failed=1; continue; }
+    source=(--set vars.source=seeds --set vars.file=/tmp/el56-82.seeds)
+    variants="serial nag nvidia uvflow"
+  fi
+  for v in $variants; do
+    args=(--set vars.gridder=tiled --set vars.variant=$v --set vars.tile_v=16)
+    case $v in
+      serial | moving_window) args=(--set vars.gridder=$v) ;;
+      nag) args+=(--set vars.tile_v=32) ;;
+      chebyshev) args+=(--set kernels.chebyshev=25) ;;
+    esac
+    echo "== $set $v"
+    grid=/tmp/variant_$v.npy
+    $uvflow run --no-progress bench/variant_grid.yaml "${source[@]}" "${args[@]}" --set vars.npix=${npix[$set]} \
+      --set vars.cell_arcsec=${cell[$set]} --set vars.dumps_per_block=${dpb[$set]} --set vars.grid_path=$grid \
+      --report "$out/variant_${set}_$v.report.json" 2>&1 | grep -E "^(grid|serial|window|sort|buckets) |wall|rror"
+    [[ ${PIPESTATUS[0]} -eq 0 ]] || { echo "failed: $set $v" >&2; failed=1; continue; }
+    if [[ $v != serial ]]; then
+      python3 -c '
+import sys, numpy as np
+ref = np.load(sys.argv[1], mmap_mode="r"); g = np.load(sys.argv[2], mmap_mode="r")
+num = den = 0.0
+for r in range(0, ref.shape[0], 1024):  # in row bands: two 2.8 GB grids and no copies of them
+    a = np.asarray(ref[r:r + 1024], np.complex128); b = np.asarray(g[r:r + 1024], np.complex128)
+    num += float(np.sum(np.abs(b - a) ** 2)); den += float(np.sum(np.abs(a) ** 2))
+print(sys.argv[3], sys.argv[4], (num / den) ** 0.5)' /tmp/variant_serial.npy $grid $set $v | tee -a "$out/agreement.txt"
+      rm -f $grid
+    fi
+  done
+  rm -f /tmp/variant_serial.npy /tmp/el56-82.seeds
+done
+device=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+python3 bench/report_variants.py --device "$device" "$out" >"$out/h100_variants.md"
+cat "$out/h100_variants.md"
+exit $failed
