@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Every GPU gridder side by side against the cpu serial reference (issue 13): for the presets
 # synthetic, el30-56, el56-82 and el82-70 and for the el56-82 preset written in the gridding memos'
-# format and read back by io.read_seeds, bench/variant_grid.yaml with grid.serial (cpu, Listing 1),
-# then grid.tiled's nag, nvidia, uvflow and chebyshev (25 terms in r^2) variants and
-# grid.moving_window (10 dumps) on cuda, each in its own run; each grid written as .npy and compared
+# format and read back by io.read_seeds, bench/variant_grid.yaml with grid.serial (cpu, Listing 1,
+# sums in double), then grid.tiled's nag, nvidia, uvflow and chebyshev (25 terms in r^2) variants
+# and grid.moving_window (10 dumps) on cuda, each in its own run; each grid written as .npy and compared
 # with the serial one (relative Frobenius norm of the difference) before the next run, then deleted
 # (a 18750^2 grid is 2.8 GB). The file's data set has no chebyshev row (its kernels are tables; the
 # fit is made by kernels.wproj) and no moving_window row (the format has no antenna or time labels).

@@ -10,7 +10,7 @@ import re
 
 CEILING = 8.1e12  # as bench/report_gpu.py: complex updates/s, 4 FP32 FMAs each
 SETS = ["synthetic", "el30-56", "el56-82", "el82-70", "file"]
-VARIANTS = [("serial", "grid.serial (cpu, 1 thread)"), ("nag", "nag"), ("nvidia", "nvidia"),
+VARIANTS = [("serial", "grid.serial (cpu, 1 thread, sums in double)"), ("nag", "nag"), ("nvidia", "nvidia"),
             ("moving_window", "moving_window (10 dumps)"), ("uvflow", "uvflow"), ("chebyshev", "chebyshev (25 terms, r^2)")]
 GRID_STAGE = {"serial": "serial", "moving_window": "window"}
 WHY_ABSENT = {("file", "chebyshev"): "the file's kernels are tables; kernels.wproj makes the fit",
@@ -44,7 +44,8 @@ print(f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, commi
       "Gridding ms: the gridder stage's device time (CUDA events around its calls, summed over the blocks; "
       "grid.serial: its host time). Updates: the useful kernel-point updates, sum over gridded visibilities of "
       "(2s+1)^2, as grid.serial counts them on the same data; the ceiling 8.1e12 updates/s (FP32 FMA, 4 per "
-      "update). Agreement: relative Frobenius norm of the grid's difference from grid.serial's. "
+      "update). Agreement: relative Frobenius norm of the grid's difference from grid.serial's, Listing 1 with "
+      "its products and sums in double (accumulate: double), rounded to float once. "
       "`file`: the el56-82 preset written in the gridding memos' format by io.write_seeds and read by "
       "io.read_seeds (its own kernels, as given).\n")
 for s in SETS:

@@ -230,6 +230,36 @@ TEST(GridSerialTiled, DenseCore) {
   }
 }
 
+// grid.serial's accumulate: double against the independent double-precision loop on a cell that
+// 200,000 visibilities pile into: only the final rounding to float is left (relative Frobenius norm
+// below 1e-7), where Listing 1's float sums drift by far more (checked too, so the test can tell).
+TEST(GridSerialTiled, SerialAccumulateDoubleLeavesOnlyTheFinalRounding) {
+  for (auto seed : test::seeds(20261125ULL)) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    auto ks = random_kernel_stack(rng, 6, 5, 4, 64);
+    auto v = concat(hot_cell_vis(rng, *ks, 200000, 0, 0), random_vis(rng, *ks, 2000));
+    std::shuffle(v.begin(), v.end(), rng);
+    const Blocks blocks = {make_block(*ks, std::vector<VisAt>(v.begin(), v.begin() + 100000), 0),
+                           make_block(*ks, std::vector<VisAt>(v.begin() + 100000, v.end()), 1)};
+    const RefGrid ref = ref_grid(*ks, blocks);
+    auto run = [&](const char* accumulate) {
+      StageHarness h(grid_serial::spec(), "cpu", grid_serial::decl, grid_serial::Params{.accumulate = accumulate});
+      h.set_input("kernels", ks);
+      for (auto& b : blocks) h.process({{"vis", b}});
+      h.finish();
+      return GridRun{h.output<Grid>("grid"), h.work()};
+    };
+    const GridRun wide = run("double"), narrow = run("float");
+    expect_matches(wide, ref);
+    const double wide_error = relative_frobenius(*wide.grid, ref.cells), narrow_error = relative_frobenius(*narrow.grid, ref.cells);
+    EXPECT_LT(wide_error, 1e-7);
+    EXPECT_GT(narrow_error, 10 * wide_error);
+    std::printf("grid.serial on a 200,000-visibility cell: accumulate double %.2e, float %.2e from the double loop\n",
+                wide_error, narrow_error);
+  }
+}
+
 // The grid is the same bit for bit on any number of threads (the central box used to be summed
 // from per-thread copies in whichever order the threads ran: runs differed by about 1e-5).
 TEST(GridSerialTiled, DenseCoreIsBitForBitTheSameOnAnyThreadCount) {

@@ -1,6 +1,7 @@
 #include "stages/grid/serial.hpp"
 
 #include <cstdlib>
+#include <vector>
 
 #include "runtime/error.hpp"
 #include "runtime/payloads/kernels.hpp"
@@ -20,9 +21,19 @@ void check_quarter(const KernelStack& ks) {
                      " planes and their supports");
 }
 
+// grid += (vis * weight) * C for one cell (re, im at g), in T: float is Listing 1's arithmetic.
+template <class T>
+void add_update(T* g, float val_re, float val_im, float cwt_re, float cwt_im) {
+  g[0] += T(val_re) * T(cwt_re) - T(val_im) * T(cwt_im);
+  g[1] += T(val_im) * T(cwt_re) + T(val_re) * T(cwt_im);
+}
+
 class SerialGridder : public DeclaredStage<decl> {
  public:
-  void check(const Params& p) override { linear_ = p.kernel_lookup == "linear"; }
+  void check(const Params& p) override {
+    linear_ = p.kernel_lookup == "linear";
+    wide_ = p.accumulate == "double";
+  }
 
   void prepare(PrepareContext& pc) override {
     if (const auto& g = pc.output(grid).grid; g && !pc.dry_run) grid_ = std::make_shared<Grid>(Grid::zeros_on_host(*g, nullptr));
@@ -37,6 +48,7 @@ class SerialGridder : public DeclaredStage<decl> {
     if (!grid_) grid_ = std::make_shared<Grid>(Grid::zeros_on_host(ks->geom, nullptr));
     expect_geometry(*grid_, ks->geom, "grid.serial");
     if (!grid_->obs) grid_->obs = block->obs;
+    if (wide_ && sums_.empty()) sums_.assign(2 * grid_->cells.size(), 0.0);
 
     const int o = ks->oversample;
     const std::int64_t grid_size = ks->geom.grid_size;
@@ -71,9 +83,11 @@ class SerialGridder : public DeclaredStage<decl> {
                       : std::complex<double>(kernel[std::abs(c.off_v + j * o) * size + std::abs(c.off_u + k * o)]);
           const float cwt_re = float(kv.real()), cwt_im = conv_mul * float(kv.imag());
           sum += cwt_re;
-          float* g = cells + 2 * ((c.v + j) * grid_size + c.u + k);
-          g[0] += val_re * cwt_re - val_im * cwt_im;
-          g[1] += val_im * cwt_re + val_re * cwt_im;
+          const std::int64_t cell = 2 * ((c.v + j) * grid_size + c.u + k);
+          if (wide_)
+            add_update(sums_.data() + cell, val_re, val_im, cwt_re, cwt_im);
+          else
+            add_update(cells + cell, val_re, val_im, cwt_re, cwt_im);
         }
       }
       norm += sum * weight[i];
@@ -88,12 +102,18 @@ class SerialGridder : public DeclaredStage<decl> {
 
   void finish(Context& ctx) override {
     if (!grid_) grid_ = std::make_shared<Grid>(Grid::zeros_on_host(ctx.in(kernels)->geom, nullptr));
+    if (!sums_.empty()) {
+      cfloat* cells = grid_->cells.data();
+      for (std::size_t i = 0; i < grid_->cells.size(); ++i) cells[i] = cfloat(float(sums_[2 * i]), float(sums_[2 * i + 1]));
+      sums_ = {};
+    }
     ctx.emit(grid, grid_);
   }
 
  private:
-  bool linear_ = false;
+  bool linear_ = false, wide_ = false;
   std::shared_ptr<Grid> grid_;
+  std::vector<double> sums_;  // accumulate: double: the grid's (re, im) sums
 };
 
 }  // namespace
