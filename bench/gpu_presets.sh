@@ -6,7 +6,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 uvflow=${1:-build/uvflow}
-out=${2:-bench/results/h100.md}
+out=${2:-bench/results/h100_steps.md}  # h100.md holds its 2026-11-22 tables below the variants table
 mkdir -p out
 # Reports of an earlier run must not stand in for a run of this one that failed.
 rm -f out/gpu_*.report.json out/bench_el56-82_gpu.report.json

@@ -38,7 +38,7 @@ def grid_stage(r, v):
 
 
 commit = os.environ.get("UVFLOW_COMMIT", "?")
-print("# Every gridder against the cpu serial reference on the H100\n")
+print(f"# Every gridder against the cpu serial reference on the {args.device or 'GPU'}\n")
 print(f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, commit {commit}, {args.device or 'GPU'}; "
       "`bench/h100_variants.sh` (bench/variant_grid.yaml, each gridder in its own run, the grid written as .npy). "
       "Gridding ms: the gridder stage's device time (CUDA events around its calls, summed over the blocks; "
@@ -64,6 +64,6 @@ for s in SETS:
         g = grid_stage(runs[s][v], v)
         t = g["wall_s"] if v == "serial" else g["device_s"]
         agree = "(the reference)" if v == "serial" else (f"{agreement[(s, v)]:.2e}" if (s, v) in agreement else "?")
-        print(f"| {name} | {t * 1e3:.1f} | {g['visibilities'] / t / 1e6:.0f} M | {upd / t:.3e} | "
+        print(f"| {name} | {t * 1e3:.1f} | {g['visibilities'] / t / 1e6:.3g} M | {upd / t:.3e} | "
               f"{100 * upd / t / CEILING:.2f} % | {agree} |")
     print()
