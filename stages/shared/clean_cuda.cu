@@ -113,19 +113,6 @@ __global__ void circular_kernel(const float* psf, int pnx, int pny, int nx, int 
   }
 }
 
-// A cycle's components, in their order (so that repeated pixels sum as clark() sums them): into the
-// model and onto the zeroed 2nx x 2ny work grid.
-__global__ void place_components(const unsigned long long* at, const float* flux, int count, int nx, float* model,
-                                 cuFloatComplex* work) {
-  if (blockIdx.x != 0 || threadIdx.x != 0) return;
-  for (int i = 0; i < count; ++i) {
-    const unsigned long long k = at[i];
-    model[k] += flux[i];
-    const std::size_t w = std::size_t(k / nx) * std::size_t(2 * nx) + std::size_t(k % nx);
-    work[w].x += flux[i];
-  }
-}
-
 __global__ void multiply(cuFloatComplex* work, const cuFloatComplex* kernel, long long m) {
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < m; i += (long long)gridDim.x * blockDim.x)
     work[i] = cuCmulf(work[i], kernel[i]);
@@ -288,6 +275,12 @@ __global__ void subtract_in_tiles(float* r, const std::uint8_t* mask, int nx, in
 __global__ void add_to_model(float* model, int nx, const Component* comps, int count) {
   if (blockIdx.x != 0 || threadIdx.x != 0) return;
   for (int c = 0; c < count; ++c) model[std::size_t(comps[c].y) * std::size_t(nx) + std::size_t(comps[c].x)] += comps[c].flux;
+}
+
+// The same onto the zeroed 2nx x 2ny work grid of the FFT convolution.
+__global__ void place_on_work(cuFloatComplex* work, int nx, const Component* comps, int count) {
+  if (blockIdx.x != 0 || threadIdx.x != 0) return;
+  for (int c = 0; c < count; ++c) work[std::size_t(comps[c].y) * std::size_t(2 * nx) + std::size_t(comps[c].x)].x += comps[c].flux;
 }
 
 // restored += each component's Gaussian over its (2 reach + 1)^2 box within the image (a block per
@@ -524,6 +517,52 @@ MinorCycle hogbom_cuda(float* residual, float* model, int nx, int ny, const floa
 
 namespace {
 
+// Clark's subtraction by FFT convolution, as clark() does it: the whole PSF as a circular 2nx x 2ny
+// kernel, transformed once; per cycle the components placed on the zeroed grid, transformed,
+// multiplied, transformed back and subtracted.
+class FftSubtraction {
+ public:
+  FftSubtraction(const float* psf, int pnx, int pny, int nx, int ny, const device::Stream& stream)
+      : nx_(nx), ny_(ny), m_((long long)(2 * nx) * (2 * ny)), stream_(stream),
+        kernel_(Array<cuFloatComplex>::device(std::size_t(m_), stream)),
+        work_(Array<cuFloatComplex>::device(std::size_t(m_), stream)) {
+    auto s = static_cast<cudaStream_t>(stream.native());
+    std::size_t work_bytes = 0;
+    device::check_cufft(cufftMakePlan2d(plan_.get(), 2 * ny, 2 * nx, CUFFT_C2C, &work_bytes), kWho, "cufftMakePlan2d");
+    scratch_ = Array<char>::device(std::max<std::size_t>(work_bytes, 1), stream);
+    device::check_cufft(cufftSetStream(plan_.get(), s), kWho, "cufftSetStream");
+    device::check_cufft(cufftSetWorkArea(plan_.get(), scratch_.data()), kWho, "cufftSetWorkArea");
+    circular_kernel<<<grid_blocks(m_), kThreads, 0, s>>>(psf, pnx, pny, nx, ny, kernel_.data());
+    device::check_launch("deconv.clark: circular_kernel");
+    device::check_cufft(cufftExecC2C(plan_.get(), kernel_.data(), kernel_.data(), CUFFT_FORWARD), kWho, "cufftExecC2C");
+  }
+  ~FftSubtraction() { keep_until(stream_.record(), {&kernel_, &work_, &scratch_}); }
+
+  // residual -= the `count` components (on the device) convolved with the whole PSF, enqueued.
+  void subtract(float* residual, const Component* comps, int count) {
+    auto s = static_cast<cudaStream_t>(stream_.native());
+    device::check(cudaMemsetAsync(work_.data(), 0, std::size_t(m_) * sizeof(cuFloatComplex), s), kWho, "zero the work grid");
+    place_on_work<<<1, 1, 0, s>>>(work_.data(), nx_, comps, count);
+    device::check_launch("deconv.clark: place_on_work");
+    device::check_cufft(cufftExecC2C(plan_.get(), work_.data(), work_.data(), CUFFT_FORWARD), kWho, "cufftExecC2C");
+    multiply<<<grid_blocks(m_), kThreads, 0, s>>>(work_.data(), kernel_.data(), m_);
+    device::check_launch("deconv.clark: multiply");
+    device::check_cufft(cufftExecC2C(plan_.get(), work_.data(), work_.data(), CUFFT_INVERSE), kWho, "cufftExecC2C");
+    subtract_convolved<<<grid_blocks((long long)nx_ * ny_), kThreads, 0, s>>>(residual, work_.data(), nx_, ny_,
+                                                                                1.0f / float(m_));
+    device::check_launch("deconv.clark: subtract_convolved");
+  }
+
+ private:
+  static constexpr const char* kWho = "deconv.clark (cuda)";
+  int nx_, ny_;
+  long long m_;
+  const device::Stream& stream_;
+  device::FftPlan plan_{kWho};
+  Array<cuFloatComplex> kernel_, work_;
+  Array<char> scratch_;
+};
+
 // The residual's peak |value| per 64 x 64 tile, kept up to date where a cycle's subtraction changed
 // it: each Clark cycle's peak, limit and pixels above it come from the tiles on the device, reading
 // only the tiles that can hold such pixels (two passes over a 15000^2 image would read 1.8 GB), with
@@ -558,19 +597,30 @@ class ClarkTiles {
     });
   }
 
-  // The components at pixels `at` with `fluxes` (in order) off the residual with the whole PSF, and
-  // into the model; the tiles they touch renewed. Enqueued: the uploads are from pinned buffers that
-  // the next select()'s wait frees.
+  // The components at pixels `at` with `fluxes` (in order) into the model and off the residual with
+  // the whole PSF: by `fft` when given (every tile renewed), else directly over the tiles their PSFs
+  // touch (those renewed). Enqueued: the uploads are from pinned buffers that the next select()'s
+  // wait frees.
   void subtract(const std::vector<std::size_t>& at, const std::vector<float>& fluxes, const float* psf, int pnx, int pny,
-                float* model) {
+                float* model, FftSubtraction* fft) {
     if (comps_host_.size() < at.size()) {
       comps_host_ = Array<Component>::host(at.size(), true);
       comps_ = Array<Component>::device(at.size(), stream_);
     }
+    for (std::size_t i = 0; i < at.size(); ++i)
+      comps_host_[i] = {int(at[i] % std::size_t(nx_)), int(at[i] / std::size_t(nx_)), fluxes[i]};
+    device::check(cudaMemcpyAsync(comps_.data(), comps_host_.data(), at.size() * sizeof(Component), cudaMemcpyHostToDevice, s_),
+                  kWho, "upload the components");
+    add_to_model<<<1, 1, 0, s_>>>(model, nx_, comps_.data(), int(at.size()));
+    device::check_launch("deconv.clark: add_to_model");
+    if (fft) {
+      fft->subtract(r_, comps_.data(), int(at.size()));
+      renew_all();
+      return;
+    }
     std::size_t tiles = 0;
     for (std::size_t i = 0; i < at.size(); ++i) {
-      const int x = int(at[i] % std::size_t(nx_)), y = int(at[i] / std::size_t(nx_));
-      comps_host_[i] = {x, y, fluxes[i]};
+      const int x = comps_host_[i].x, y = comps_host_[i].y;
       // The tiles of the overlap [x - pnx/2, x - pnx/2 + pnx) x [...] within the image.
       const int tx0 = std::max(0, x - pnx / 2) / kTile, tx1 = (std::min(nx_, x - pnx / 2 + pnx) - 1) / kTile;
       const int ty0 = std::max(0, y - pny / 2) / kTile, ty1 = (std::min(ny_, y - pny / 2 + pny) - 1) / kTile;
@@ -582,12 +632,8 @@ class ClarkTiles {
     }
     for (std::size_t i = 0; i < tiles; ++i) hit_[std::size_t(list_host_[i])] = 0;
     if (tiles == 0) return;
-    device::check(cudaMemcpyAsync(comps_.data(), comps_host_.data(), at.size() * sizeof(Component), cudaMemcpyHostToDevice, s_),
-                  kWho, "upload the components");
     device::check(cudaMemcpyAsync(list_.data(), list_host_.data(), tiles * sizeof(int), cudaMemcpyHostToDevice, s_), kWho,
                   "upload the tiles");
-    add_to_model<<<1, 1, 0, s_>>>(model, nx_, comps_.data(), int(at.size()));
-    device::check_launch("deconv.clark: add_to_model");
     subtract_in_tiles<<<unsigned(tiles), kThreads, 0, s_>>>(r_, mask_, nx_, ny_, tiles_x_, list_.data(), psf, pnx, pny,
                                                              comps_.data(), int(at.size()), max_.data());
     device::check_launch("deconv.clark: subtract_in_tiles");
@@ -606,62 +652,6 @@ class ClarkTiles {
   std::vector<std::uint8_t> hit_;  // the tiles listed so far by subtract(), 0 again when it returns
 };
 
-// Clark's subtraction by FFT convolution, as clark() does it: the whole PSF as a circular 2nx x 2ny
-// kernel, transformed once; per cycle the components placed on the zeroed grid, transformed,
-// multiplied, transformed back and subtracted.
-class FftSubtraction {
- public:
-  FftSubtraction(const float* psf, int pnx, int pny, int nx, int ny, const device::Stream& stream)
-      : nx_(nx), ny_(ny), m_((long long)(2 * nx) * (2 * ny)), stream_(stream),
-        kernel_(Array<cuFloatComplex>::device(std::size_t(m_), stream)),
-        work_(Array<cuFloatComplex>::device(std::size_t(m_), stream)) {
-    auto s = static_cast<cudaStream_t>(stream.native());
-    std::size_t work_bytes = 0;
-    device::check_cufft(cufftMakePlan2d(plan_.get(), 2 * ny, 2 * nx, CUFFT_C2C, &work_bytes), kWho, "cufftMakePlan2d");
-    scratch_ = Array<char>::device(std::max<std::size_t>(work_bytes, 1), stream);
-    device::check_cufft(cufftSetStream(plan_.get(), s), kWho, "cufftSetStream");
-    device::check_cufft(cufftSetWorkArea(plan_.get(), scratch_.data()), kWho, "cufftSetWorkArea");
-    circular_kernel<<<grid_blocks(m_), kThreads, 0, s>>>(psf, pnx, pny, nx, ny, kernel_.data());
-    device::check_launch("deconv.clark: circular_kernel");
-    device::check_cufft(cufftExecC2C(plan_.get(), kernel_.data(), kernel_.data(), CUFFT_FORWARD), kWho, "cufftExecC2C");
-  }
-  ~FftSubtraction() { keep_until(stream_.record(), {&kernel_, &work_, &scratch_, &at_, &flux_}); }
-
-  void subtract(float* residual, float* model, const std::vector<std::size_t>& at, const std::vector<float>& fluxes) {
-    auto s = static_cast<cudaStream_t>(stream_.native());
-    if (at_.size() < at.size()) {
-      at_ = Array<unsigned long long>::device(at.size(), stream_);
-      flux_ = Array<float>::device(at.size(), stream_);
-    }
-    static_assert(sizeof(std::size_t) == sizeof(unsigned long long));
-    device::check(cudaMemcpyAsync(at_.data(), at.data(), at.size() * sizeof(unsigned long long), cudaMemcpyHostToDevice, s),
-                  kWho, "upload the components");
-    device::check(cudaMemcpyAsync(flux_.data(), fluxes.data(), fluxes.size() * sizeof(float), cudaMemcpyHostToDevice, s), kWho,
-                  "upload the components");
-    device::check(cudaMemsetAsync(work_.data(), 0, std::size_t(m_) * sizeof(cuFloatComplex), s), kWho, "zero the work grid");
-    place_components<<<1, 1, 0, s>>>(at_.data(), flux_.data(), int(at.size()), nx_, model, work_.data());
-    device::check_launch("deconv.clark: place_components");
-    device::check_cufft(cufftExecC2C(plan_.get(), work_.data(), work_.data(), CUFFT_FORWARD), kWho, "cufftExecC2C");
-    multiply<<<grid_blocks(m_), kThreads, 0, s>>>(work_.data(), kernel_.data(), m_);
-    device::check_launch("deconv.clark: multiply");
-    device::check_cufft(cufftExecC2C(plan_.get(), work_.data(), work_.data(), CUFFT_INVERSE), kWho, "cufftExecC2C");
-    subtract_convolved<<<grid_blocks((long long)nx_ * ny_), kThreads, 0, s>>>(residual, work_.data(), nx_, ny_,
-                                                                                1.0f / float(m_));
-    device::check_launch("deconv.clark: subtract_convolved");
-    stream_.synchronize();  // the host's component lists are reused next cycle
-  }
-
- private:
-  static constexpr const char* kWho = "deconv.clark (cuda)";
-  int nx_, ny_;
-  long long m_;
-  const device::Stream& stream_;
-  device::FftPlan plan_{kWho};
-  Array<cuFloatComplex> kernel_, work_;
-  Array<char> scratch_;
-  Array<unsigned long long> at_ = Array<unsigned long long>::device(0, stream_);
-  Array<float> flux_ = Array<float>::device(0, stream_);
-};
 
 // The direct subtraction reads the PSF over each component's overlap with the image (4 bytes a pixel,
 // mostly from L2) and reads and writes the residual once over their union; the FFT convolution moves
@@ -739,14 +729,10 @@ MinorCycle clark_cuda(float* residual, float* model, int nx, int ny, const float
       const int x = int(k % std::size_t(nx)), y = int(k / std::size_t(nx));
       direct += double(std::min(nx, x - pcx + pnx) - std::max(0, x - pcx)) * double(std::min(ny, y - pcy + pny) - std::max(0, y - pcy));
     }
-    if (direct > kDirectPerFftElement * fft_elements) {
-      if (!fft) fft.emplace(psf, pnx, pny, nx, ny, stream);
-      fft->subtract(residual, model, at, fluxes);
-      tiles.renew_all();
-    } else {
-      ++direct_cycles;
-      tiles.subtract(at, fluxes, psf, pnx, pny, model);
-    }
+    const bool by_fft = direct > kDirectPerFftElement * fft_elements;
+    if (by_fft && !fft) fft.emplace(psf, pnx, pny, nx, ny, stream);
+    direct_cycles += !by_fft;
+    tiles.subtract(at, fluxes, psf, pnx, pny, model, by_fft ? &*fft : nullptr);
     subtract_s += since(t);
   }
   char note[200];
