@@ -556,6 +556,38 @@ TEST(ReadMs, FlagRowAndFlagsDropWhatTheyFlag) {
   EXPECT_EQ(xx.weight, (std::vector<float>{2, 2, 2, 2}));
 }
 
+// The pass over UVW and the flags is made once per selection of an MS (choose: auto prepares the
+// reader once per option and the run once more): a second reader of the same MS takes the first's
+// observation; a rewritten MS, or another selection of it, is scanned again.
+TEST(ReadMs, TheScanIsMadeOnceAndAgainWhenTheMsChanges) {
+  TempDir dir;
+  const std::string path = (dir / "scan.ms").string();
+  TestMs t;
+  auto row = [](double u) {
+    MsRow r;
+    r.time = 5e9;
+    r.uvw[0] = u;
+    r.data = {{1, 0}, {3, 0}};
+    r.flag = {0, 0};
+    r.weight = {1, 1};
+    return r;
+  };
+  t.rows = {row(100), row(200)};
+  write_test_ms(path, t);
+  const Stream a = read_ms(path), b = read_ms(path);
+  EXPECT_EQ(a.obs, b.obs);  // the same Observation: the second did not scan
+  EXPECT_EQ(b.size(), 2u);
+  const Stream xx = read_ms(path, {{"stokes", std::string("XX")}});
+  EXPECT_NE(xx.obs, a.obs);
+  std::filesystem::remove_all(path);
+  t.rows.push_back(row(300));
+  write_test_ms(path, t);
+  const Stream c = read_ms(path);
+  EXPECT_NE(c.obs, a.obs);
+  EXPECT_EQ(c.obs->total_visibilities, 3);
+  EXPECT_EQ(c.size(), 3u);
+}
+
 TEST(ReadMs, FreshRandomMeasurementSetsMatchTheReference) {
   const unsigned seed = std::random_device{}();
   SCOPED_TRACE("seed " + std::to_string(seed));

@@ -9,7 +9,10 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <limits>
+#include <map>
+#include <mutex>
 #include <numbers>
 #include <sstream>
 
@@ -119,7 +122,7 @@ class ReadMs : public DeclaredStage<decl> {
       throw InputError(path_ + ": rows_per_block " + std::to_string(block_rows_) + " x " + std::to_string(sel_.size()) +
                        " channels is more visibilities per block than downstream stages index (32 bits)");
     if (pc.dry_run) return;
-    scan();
+    scan_once();
   }
 
   std::shared_ptr<const Observation> observation() const { return obs_; }
@@ -240,6 +243,43 @@ class ReadMs : public DeclaredStage<decl> {
   }
 
   bool row_selected(std::size_t r) const { return chunk_.field[r] == field_ && !chunk_.flag_row[r]; }
+
+  // scan()'s result for one selection of one MS, kept for the process: choose: auto plans each of its
+  // options with this stage's estimate, which prepares it, and the run prepares it again; UVW and the
+  // flags are read once for all of them. Keyed by the selection and the size and modification time
+  // of each file of the table and its subtables, so that a changed MS is scanned again.
+  struct Scanned {
+    std::vector<Block> blocks;
+    std::shared_ptr<const Observation> obs;
+  };
+  std::string scan_key() const {
+    std::ostringstream key;
+    key << path_ << '|' << data_column_ << '|' << field_ << '|' << chan0_ << '|' << span_;
+    for (int c : sel_) key << ',' << c;
+    key << '|' << stokes_ << '|' << block_rows_ << '|' << share_rows_ << '|' << dist::rank() << '/' << dist::size();
+    std::error_code ec;
+    for (const auto& f : std::filesystem::recursive_directory_iterator(path_, ec))
+      if (f.is_regular_file(ec) && f.path().filename() != "table.lock")  // a reader's lock is no change
+        key << '|' << f.path().lexically_relative(path_).string() << ':' << f.file_size(ec) << ':'
+            << f.last_write_time(ec).time_since_epoch().count();
+    return key.str();
+  }
+  void scan_once() {
+    static std::mutex mutex;
+    static std::map<std::string, Scanned> scanned;
+    const std::string key = scan_key();
+    {
+      std::lock_guard lock(mutex);
+      if (auto it = scanned.find(key); it != scanned.end()) {
+        blocks_ = it->second.blocks;
+        obs_ = it->second.obs;
+        return;
+      }
+    }
+    scan();
+    std::lock_guard lock(mutex);
+    scanned[key] = {blocks_, obs_};
+  }
 
   // One pass over UVW, TIME, the row indices and the flags (no data): validates the rows, finds
   // the blocks that hold data and the statistics of what they hold.
@@ -439,8 +479,8 @@ class ReadMs : public DeclaredStage<decl> {
 
 }  // namespace
 
-// The estimate (choose: auto) is the observation, from the same pass over UVW and the flags as
-// prepare()'s (so an automatic choice reads them twice); the reading itself is outside every choice.
+// The estimate (choose: auto) is the observation, from prepare()'s pass over UVW and the flags (made
+// once: scan_once()); the reading itself is outside every choice.
 StageSpec spec() {
   return decl.spec({cpu_backend<ReadMs>()}, [](const Params& p, const PortShapes&, const EstimateContext&) {
     ReadMs s;
