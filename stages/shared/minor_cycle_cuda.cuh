@@ -27,13 +27,15 @@ MinorCycle hogbom_cuda(float* residual, float* model, int nx, int ny, const floa
                        const std::uint8_t* mask, double gain, std::int64_t niter, double threshold,
                        const std::function<bool()>& cancelled, const device::Stream& stream);
 
-// Clark CLEAN as clark() does it: the peak search, each cycle's selection of the pixels above its
-// limit (both from the residual's peak per 64 x 64 tile, kept up to date where the subtraction
-// changed it), and the subtraction of its components on the device; the patch cycle on the host,
-// by clark()'s code, on the selected pixels alone (read back: they are few). The components are
-// subtracted from the whole residual with the whole PSF over their overlap, one fma per pixel as
-// hogbom_cuda(), or, where that would move more memory (many components of a large PSF), by an FFT
-// convolution on the 2nx x 2ny grid (cuFFT) as clark() does it. `mask` may be null: every pixel.
+// Clark CLEAN as clark() does it: the peak search, each cycle's limit and selection of the pixels
+// above it (from the residual's peak per 64 x 64 tile, kept up to date where the subtraction changed
+// it; the pixels sorted by index on the device), and the subtraction of its components on the
+// device; the patch cycle on the host, by clark()'s code, on the selected pixels alone (read back:
+// they are few). Two waits a cycle: the peak and count, then the pixels. The components are
+// subtracted from the whole residual with the whole PSF over their overlap in one launch over the
+// tiles they touch, one fma per pixel and component in their order as hogbom_cuda(), or, where that
+// would move more memory (many components of a large PSF), by an FFT convolution on the 2nx x 2ny
+// grid (cuFFT) as clark() does it. `mask` may be null: every pixel.
 MinorCycle clark_cuda(float* residual, float* model, int nx, int ny, const float* psf, int pnx, int pny, double p0,
                       const std::uint8_t* mask, double gain, std::int64_t niter, double threshold, int psf_patch,
                       double cycle_factor, const std::string& where, const std::function<bool()>& cancelled,
