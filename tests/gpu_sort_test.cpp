@@ -98,11 +98,11 @@ class GpuSort : public test::GpuTest {
   // The chain of one backend over `blocks` (at that backend's side). The cuda outputs are checked
   // to be device-resident, then downloaded.
   std::vector<Sorted> chain(const std::string& backend, std::shared_ptr<const KernelStack> ks, const Blocks& blocks,
-                            Tiles t) {
+                            Tiles t, const std::string& order = "any") {
     const bool cuda = backend == "cuda";
     StageHarness sort(uvw_w_sort::spec(), backend), box(uvw_bounding_box::spec(), backend);
     StageHarness count(tiles_count::spec(), backend, {{"tile_u", std::int64_t(t.u)}, {"tile_v", std::int64_t(t.v)}});
-    StageHarness bucket(tiles_bucket_sort::spec(), backend);
+    StageHarness bucket(tiles_bucket_sort::spec(), backend, {{"order", order}});
     sort.set_input("kernels", ks);
     std::vector<Sorted> out;
     for (std::size_t i = 0; i < blocks.size(); ++i) {
@@ -178,10 +178,10 @@ void expect_w_sort_matches(const VisBlock& gpu, const VisBlock& cpu, const VisBl
 }
 
 // The cuda layout covers the whole grid with the cpu alignment; the cpu layout (the box's) sits in
-// it at whole tiles (du, dv); per tile, the counts and the sets of entries are the cpu's, zero
+// it at whole tiles (du, dv); per tile, the counts and the entries are the cpu's, zero
 // outside the cpu layout, and every entry's tile is recorded; the active range is the cpu
-// layout's tiles.
-void expect_tiles_match(const Sorted& gpu, const Sorted& cpu, Tiles t, const KernelStack& ks) {
+// layout's tiles. With `in_order` (order: visibility) each tile's entries are in the cpu's order.
+void expect_tiles_match(const Sorted& gpu, const Sorted& cpu, Tiles t, const KernelStack& ks, bool in_order) {
   const TileLayout &g = gpu.counts->layout, &c = cpu.counts->layout;
   const int n = ks.geom.grid_size, centre = ks.geom.centre();
   EXPECT_EQ(gpu.counts->index, cpu.counts->index);
@@ -244,8 +244,9 @@ void expect_tiles_match(const Sorted& gpu, const Sorted& cpu, Tiles t, const Ker
       ASSERT_EQ(gb.offsets[tile + 1] - gb.offsets[tile], std::int64_t(count)) << "tile (" << tu << ", " << tv << ")";
       for (std::int64_t e = gb.offsets[tile]; e < gb.offsets[tile + 1]; ++e)
         ASSERT_EQ(gb.entry_tile[e], tile) << "entry " << e;
+      // With order: visibility in the cpu's order too (increasing visibility index).
       std::vector<std::int32_t> list(gb.entries.begin() + gb.offsets[tile], gb.entries.begin() + gb.offsets[tile + 1]);
-      std::sort(list.begin(), list.end());
+      if (!in_order) std::sort(list.begin(), list.end());
       if (in_cpu) {
         ASSERT_TRUE(std::equal(list.begin(), list.end(), cb.entries.begin() + cb.offsets[ct],
                                cb.entries.begin() + cb.offsets[ct + 1]))
@@ -294,12 +295,15 @@ TEST_F(GpuSort, BoxCountsAndBucketsMatchCpu) {
       const Blocks on_device = upload(in);
       for (const Tiles& t : sh.tilings) {
         SCOPED_TRACE(t.str());
-        const auto cpu = chain("cpu", ks, in, t), gpu = chain("cuda", dks, on_device, t);
-        for (std::size_t b = 0; b < in.size(); ++b) {
-          SCOPED_TRACE("block " + std::to_string(b));
-          EXPECT_EQ(gpu[b].box->index, cpu[b].box->index);
-          EXPECT_EQ(gpu[b].box->range.to_vector(), cpu[b].box->range.to_vector());
-          expect_tiles_match(gpu[b], cpu[b], t, *ks);
+        const auto cpu = chain("cpu", ks, in, t);
+        for (const std::string order : {"any", "visibility"}) {
+          const auto gpu = chain("cuda", dks, on_device, t, order);
+          for (std::size_t b = 0; b < in.size(); ++b) {
+            SCOPED_TRACE("block " + std::to_string(b) + ", order " + order);
+            EXPECT_EQ(gpu[b].box->index, cpu[b].box->index);
+            EXPECT_EQ(gpu[b].box->range.to_vector(), cpu[b].box->range.to_vector());
+            expect_tiles_match(gpu[b], cpu[b], t, *ks, order == "visibility");
+          }
         }
         EXPECT_EQ(cpu[1].box->range.to_vector(), (std::vector<std::int32_t>{1, 0, 1, 0})) << "empty block";
         EXPECT_EQ(cpu[2].box->range.to_vector(), (std::vector<std::int32_t>{1, 0, 1, 0})) << "nothing on the grid";

@@ -35,10 +35,13 @@ struct Variant {
   const char* name;
   int tile_u, tile_v;
   int register_columns = 8;  // uvflow: the stage's default; 1 grids every footprint in registers, 33 none
+  const char* accumulate = "float";
+  const char* bucket_order = "any";  // tiles.bucket_sort's order
 };
 const Variant kVariants[] = {{"uvflow", 32, 32},     {"uvflow", 32, 16},     {"uvflow", 32, 16, 1},
                              {"uvflow", 32, 16, 16}, {"uvflow", 32, 32, 33}, {"nvidia", 32, 16},
-                             {"nag", 32, 32}};
+                             {"nag", 32, 32},        {"uvflow", 32, 16, 8, "double", "visibility"}, {"nvidia", 32, 16, 8, "double", "visibility"},
+                             {"nag", 32, 32, 8, "double"}};
 
 class GridTiledGpu : public test::GpuTest {
  protected:
@@ -50,8 +53,8 @@ class GridTiledGpu : public test::GpuTest {
     auto dks = moved(std::shared_ptr<const KernelStack>(ks), Location::device);
     StageHarness sort(uvw_w_sort::spec(), cpu_sort ? "cpu" : "cuda"), box(uvw_bounding_box::spec(), "cuda"),
         count(tiles_count::spec(), "cuda", {{"tile_u", std::int64_t(v.tile_u)}, {"tile_v", std::int64_t(v.tile_v)}}),
-        bucket(tiles_bucket_sort::spec(), "cuda"),
-        grid(grid_tiled::spec(), "cuda", {{"variant", std::string(v.name)}, {"entries_per_item", std::int64_t(64)},
+        bucket(tiles_bucket_sort::spec(), "cuda", {{"order", std::string(v.bucket_order)}}),
+        grid(grid_tiled::spec(), "cuda", {{"variant", std::string(v.name)}, {"accumulate", std::string(v.accumulate)}, {"entries_per_item", std::int64_t(64)},
                                          {"register_columns", std::int64_t(v.register_columns)}, {"central_box", std::int64_t(1)}, {"nag_blocks_per_central_tile", std::int64_t(50)}});
     sort.set_input("kernels", cpu_sort ? std::shared_ptr<const KernelStack>(ks) : dks);
     grid.set_input("kernels", dks);
@@ -75,7 +78,8 @@ class GridTiledGpu : public test::GpuTest {
     const RefGrid ref = ref_grid(*ks, blocks);
     for (const Variant& v : kVariants) {
       SCOPED_TRACE(std::string(v.name) + " " + std::to_string(v.tile_u) + "x" + std::to_string(v.tile_v) +
-                 " register_columns " + std::to_string(v.register_columns));
+                 " register_columns " + std::to_string(v.register_columns) + " accumulate " + v.accumulate +
+                 " bucket order " + v.bucket_order);
       const GridRun run = grid_on_device(ks, blocks, v, cpu_sort);
       EXPECT_LT(relative_frobenius(*run.grid, ref.cells), 1e-5);
       EXPECT_NEAR(run.grid->norm(), ref.norm, 1e-9 * std::abs(ref.norm));
@@ -152,6 +156,35 @@ TEST_F(GridTiledGpu, DenseCoreOfThousandsOfVisibilitiesInAFewCells) {
     v.insert(v.end(), spread.begin(), spread.end());
     std::shuffle(v.begin(), v.end(), rng);
     expect_matches(ks, {make_block(*ks, v)});
+  }
+}
+
+// accumulate: double on the device, with the buckets in visibility order: the uvflow variant's grid
+// is the same bit for bit whatever the order of the blocks (its items' sums are fixed by the data and
+// added in double), which is what lets MPI ranks split the blocks without changing the image. In
+// float the dense core's cells depend on the order (checked too, so that the test can tell).
+TEST_F(GridTiledGpu, AccumulateDoubleDoesNotDependOnTheBlockOrder) {
+  for (auto seed : test::seeds(20261124ULL)) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    auto ks = random_kernel_stack(rng, 16, 10, 4, 192);
+    build_kernel_layouts(*ks, {.rows = true, .gpu = true});
+    auto v = concat_vis(hot_cell_vis(rng, *ks, 20000, 0, 0), random_vis(rng, *ks, 8000));
+    std::shuffle(v.begin(), v.end(), rng);
+    auto slice = [&](int b) { return std::vector<VisAt>(v.begin() + b * 7000, v.begin() + (b + 1) * 7000); };
+    Blocks forward, backward;
+    for (int b = 0; b < 4; ++b) {
+      forward.push_back(make_block(*ks, slice(b), b));
+      backward.push_back(make_block(*ks, slice(3 - b), b));
+    }
+    auto differing = [&](const Variant& var) {
+      const GridRun a = grid_on_device(ks, forward, var), b = grid_on_device(ks, backward, var);
+      std::size_t n = 0;
+      for (std::size_t i = 0; i < a.grid->cells.size(); ++i) n += a.grid->cells[i] != b.grid->cells[i];
+      return n;
+    };
+    EXPECT_EQ(differing({"uvflow", 32, 16, 8, "double", "visibility"}), 0u);
+    EXPECT_GT(differing({"uvflow", 32, 16, 8, "float", "visibility"}), 0u);
   }
 }
 

@@ -33,6 +33,7 @@
 #include <string>
 
 #include "runtime/cuda_check.hpp"
+#include "runtime/dist.hpp"
 #include "runtime/error.hpp"
 #include "runtime/payloads/kernels.hpp"
 #include "runtime/payloads/tiles.hpp"
@@ -78,14 +79,6 @@ __device__ inline void mad(float2& g, const Vis& v, float2 k) {
   g.y += v.vi * k.x + v.vr_s * k.y;
 }
 
-__device__ inline void atomic_add(float2* p, float2 v) {
-#if __CUDA_ARCH__ >= 900
-  atomicAdd(p, v);  // one vector atomic per cell (each float still added atomically)
-#else
-  atomicAdd(&p->x, v.x);
-  atomicAdd(&p->y, v.y);
-#endif
-}
 
 // ---------------------------------------------------------------- totals (all variants)
 
@@ -136,7 +129,31 @@ struct BlockArgs {
   const float2* vis;
   const float* weight;
   float2* grid;
+  double2* grid64;  // accumulate: double: the cells summed here, rounded to `grid` at the end; else null
 };
+
+// A cell's sum into the grid: one float atomic, or with accumulate: double two double atomics, so
+// that the sums of what the kernels write back (an item's, a flush's) do not depend on their order
+// but for the last bits of a double.
+__device__ inline void add_to_grid(const BlockArgs& a, std::int64_t cell, float2 v) {
+  if (a.grid64) {
+    atomicAdd(&a.grid64[cell].x, double(v.x));
+    atomicAdd(&a.grid64[cell].y, double(v.y));
+  } else {
+#if __CUDA_ARCH__ >= 900
+    atomicAdd(a.grid + cell, v);  // one vector atomic per cell (each float still added atomically)
+#else
+    atomicAdd(&a.grid[cell].x, v.x);
+    atomicAdd(&a.grid[cell].y, v.y);
+#endif
+  }
+}
+
+// accumulate: double: the double grid rounded to the float one, once.
+__global__ void round_grid(const double2* grid64, float2* grid, std::int64_t n) {
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n; i += std::int64_t(gridDim.x) * blockDim.x)
+    grid[i] = make_float2(float(grid64[i].x), float(grid64[i].y));
+}
 
 // ---------------------------------------------------------------- nvidia
 
@@ -158,7 +175,7 @@ __device__ void nvidia_flush(const NvidiaArgs& a, std::int64_t tile, float2 (&ac
   for (int r = 0; r < kNvidiaRows; ++r) {
     const int v = v0 + r;
     if (u >= 0 && u < a.t.grid_size && v >= 0 && v < a.t.grid_size && (acc[r].x != 0 || acc[r].y != 0))
-      atomic_add(a.grid + std::int64_t(v) * a.t.grid_size + u, acc[r]);
+      add_to_grid(a, std::int64_t(v) * a.t.grid_size + u, acc[r]);
     acc[r] = make_float2(0, 0);
   }
 }
@@ -292,7 +309,7 @@ __global__ void __launch_bounds__(64) nag_kernel(const NagArgs a) {
       const int vv = v_start + r;
       const float2 g = r < kNagRegs ? regs[r] : mine[(r - kNagRegs) * 32];
       if (u >= 0 && u < a.t.grid_size && vv >= 0 && vv < a.t.grid_size && (g.x != 0 || g.y != 0))
-        atomic_add(a.grid + std::int64_t(vv) * a.t.grid_size + u, g);
+        add_to_grid(a, std::int64_t(vv) * a.t.grid_size + u, g);
     }
   }
 }
@@ -572,7 +589,7 @@ __global__ void __launch_bounds__(32 * kUvflowWarps) uvflow_kernel(const UvflowA
     for (int q = lane; q < cells; q += 32) {
       const int r = r_lo + q / bw, c = c_lo + q % bw;
       float2& g = tile[r * 32 + c];
-      if (g.x != 0 || g.y != 0) atomic_add(a.grid + std::int64_t(v0 + r) * a.t.grid_size + u0 + c, g);
+      if (g.x != 0 || g.y != 0) add_to_grid(a, std::int64_t(v0 + r) * a.t.grid_size + u0 + c, g);
       g = make_float2(0, 0);
     }
     __syncwarp();
@@ -592,6 +609,7 @@ class TiledCuda final : public DeclaredStage<decl> {
     register_cols_ = int(p.register_columns);
     nag_blocks_ = int(p.nag_blocks_per_tile);
     nag_central_blocks_ = int(p.nag_blocks_per_central_tile);
+    double_ = p.accumulate == "double";
   }
 
   void prepare(PrepareContext& pc) override {
@@ -629,7 +647,8 @@ class TiledCuda final : public DeclaredStage<decl> {
     const TileGeometry t{l.tile_u, l.tile_v, l.origin_u, l.origin_v, l.ntiles_u, l.ntiles_v, ks->geom.grid_size};
     auto counter = Array<unsigned long long>::device(1, stream);
     device::memset_zero(counter.data(), counter.bytes(), stream);
-    const BlockArgs block{t, ks->oversample, coords, val, weight, reinterpret_cast<float2*>(grid_->cells.data())};
+    const BlockArgs block{t,      ks->oversample, coords, val, weight, reinterpret_cast<float2*>(grid_->cells.data()),
+                          reinterpret_cast<double2*>(grid_->cells64.data())};
     const auto* oerc = reinterpret_cast<const float2*>(ks->oerc.data());
     if (variant_ == "nvidia") {
       const NvidiaArgs a{block, b->entries.data(), b->entry_tile.data(), b->offsets.data() + l.count(),
@@ -652,6 +671,17 @@ class TiledCuda final : public DeclaredStage<decl> {
 
   void finish(Context& ctx) override {
     if (!grid_) make_grid(ctx.in(kernels)->geom, ctx.stream());
+    if (!grid_->cells64.empty()) {
+      const auto n = std::int64_t(grid_->cells.size());
+      round_grid<<<std::clamp<std::int64_t>((n + 255) / 256, 1, 4 * sms_), 256, 0, static_cast<cudaStream_t>(ctx.stream().native())>>>(
+          reinterpret_cast<const double2*>(grid_->cells64.data()), reinterpret_cast<float2*>(grid_->cells.data()), n);
+      device::check_launch("grid.tiled: round_grid");
+      // Kept for mpi.reduce_grid, which sums the ranks' double grids (as the cpu backend's).
+      if (dist::size() == 1) {
+        keep_until(ctx.stream().record(), {&grid_->cells64});
+        grid_->cells64 = {};
+      }
+    }
     ctx.emit(grid, std::move(grid_));
   }
 
@@ -660,6 +690,10 @@ class TiledCuda final : public DeclaredStage<decl> {
   // counters are handed to the framework at the first block (prepare has no Context).
   void make_grid(const GridGeometry& g, const device::Stream& stream) {
     grid_ = std::make_shared<Grid>(Grid::zeros_on_device(g, stream));
+    if (double_) {
+      grid_->cells64 = Array<cdouble>::device(grid_->cells.size(), stream);
+      device::memset_zero(grid_->cells64.data(), grid_->cells64.bytes(), stream);
+    }
     work_ = Array<double>::device(2, stream);
     device::memset_zero(work_.data(), work_.bytes(), stream);
   }
@@ -766,6 +800,7 @@ class TiledCuda final : public DeclaredStage<decl> {
   std::string variant_ = "uvflow";
   int central_box_ = 2, per_item_ = 256, register_cols_ = 8, nag_blocks_ = 16, nag_central_blocks_ = 1000;
   int sms_ = 1;
+  bool double_ = false;
   std::shared_ptr<Grid> grid_;
   Array<double> work_;
   bool work_registered_ = false;

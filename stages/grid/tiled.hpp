@@ -98,8 +98,14 @@ inline const StageDecl<Params> decl{
                         "blocks are spread over MPI ranks (the *_mpi.yaml pipelines set it; docs/distributed.md). "
                         "It costs 16 bytes per grid cell the blocks reach, and the time to add each block's tiles "
                         "into it: nothing measurable on the synthetic preset, 4 to 17 % of grid.tiled's time on "
-                        "EL56-82 (few updates per cell per block) on 2 cores (bench/results/mpi_cpu.md). The cuda "
-                        "backend sums in float (atomics) whatever this says"}},
+                        "EL56-82 (few updates per cell per block) on 2 cores (bench/results/mpi_cpu.md). cuda: "
+                        "float: every write-back (an item's tile, a flush) is a float atomic, in whatever order the "
+                        "warps reach it; double: two double atomics into a double grid on the device (16 bytes a "
+                        "cell more), rounded once, and kept for mpi.reduce_grid under mpirun. With the buckets in "
+                        "visibility order (tiles.bucket_sort order: visibility) uvflow's and chebyshev's items are "
+                        "fixed by the data, so their grid does not depend on the order of blocks, items or ranks "
+                        "(mpirun -np 2 and 3 on one H100 gave one process's image bit for bit); nvidia's and nag's "
+                        "partial sums still depend on the schedule. Costs 8-18 % of the gridding time on EL56-82"}},
                {&Params::entries_per_item,
                 {.name = "entries_per_item",
                  .unit = "entries",

@@ -2,12 +2,15 @@
 // of the counts; a copy of them serves as per-tile cursors, and one thread per visibility (in
 // block order) claims a slot in each tile its footprint meets with an atomic on that tile's
 // cursor, writing the visibility and the tile there (the tile for gridders that walk all entries
-// in order, as NVIDIA's does: 001 memo 3.1). The entries are sized by a host-known bound, so
-// nothing waits for the total.
+// in order, as NVIDIA's does: 001 memo 3.1). The atomics leave a tile's entries in no fixed order;
+// with order: visibility each tile's are then sorted (CUB's segmented sort): the buckets are the cpu
+// backend's, and a gridder that sums them in order makes the same grid on every run. The entries
+// are sized by a host-known bound, so nothing waits for the total.
 #include <cuda_runtime.h>
 
 #include <climits>
 #include <cub/device/device_scan.cuh>
+#include <cub/device/device_segmented_sort.cuh>
 #include <string>
 
 #include "runtime/cuda_check.hpp"
@@ -46,6 +49,8 @@ void cuda_check(cudaError_t e, const char* what) { device::check(e, "tiles.bucke
 
 class BucketSortCuda final : public DeclaredStage<decl> {
  public:
+  void check(const Params& p) override { by_visibility_ = p.order == "visibility"; }
+
   void process(Context& ctx) override {
     auto vis = ctx.in(tiles_bucket_sort::vis);
     auto counts = ctx.in(tiles_bucket_sort::counts);
@@ -81,6 +86,8 @@ class BucketSortCuda final : public DeclaredStage<decl> {
     out->entries = Array<std::int32_t>::device(std::size_t(capacity), stream);
     out->entry_tile = Array<std::int32_t>::device(std::size_t(capacity), stream);
     auto cursor = Array<std::int64_t>::device(std::size_t(tiles), stream);
+    auto sorted = Array<std::int32_t>::device(by_visibility_ ? std::size_t(capacity) : 0, stream);
+    auto sort_temp = Array<std::uint8_t>::device(0, stream);
     if (n > 0 && capacity > 0) {
       device::copy(cursor.data(), out->offsets.data(), cursor.bytes(), device::Copy::device_to_device, stream);
       scatter<<<(n + kThreads - 1) / kThreads, kThreads, 0, raw>>>(
@@ -88,11 +95,28 @@ class BucketSortCuda final : public DeclaredStage<decl> {
           capacity, out->entries.data(), out->entry_tile.data());
       device::check_launch("tiles.bucket_sort: scatter launch");
     }
-    // The scratch arrays are released only after the scan and the scatter have used them.
-    keep_until(stream.record(), {&temp, &cursor});
+    if (by_visibility_ && n > 0 && capacity > 0) {
+      // Each tile's entries in increasing visibility index (unique within a tile). Entries past the
+      // total are in no segment: CUB leaves them alone, so the capacity can stand for the total.
+      cub::DoubleBuffer<std::int32_t> keys(out->entries.data(), sorted.data());
+      std::size_t sort_bytes = 0;
+      cuda_check(cub::DeviceSegmentedSort::SortKeys(nullptr, sort_bytes, keys, capacity, tiles, out->offsets.data(),
+                                                    out->offsets.data() + 1, raw),
+                 "segmented sort size");
+      sort_temp = Array<std::uint8_t>::device(sort_bytes, stream);
+      cuda_check(cub::DeviceSegmentedSort::SortKeys(sort_temp.data(), sort_bytes, keys, capacity, tiles, out->offsets.data(),
+                                                    out->offsets.data() + 1, raw),
+                 "segmented sort");
+      if (keys.Current() == sorted.data()) std::swap(out->entries, sorted);
+    }
+    // The scratch arrays are released only after the scan, the scatter and the sort have used them.
+    keep_until(stream.record(), {&temp, &cursor, &sorted, &sort_temp});
     ctx.add_work({.visibilities = double(n)});
     ctx.emit(buckets, out);
   }
+
+ private:
+  bool by_visibility_ = false;
 };
 
 }  // namespace
