@@ -92,9 +92,9 @@ struct Override {
 class Loader {
  public:
   Loader(std::filesystem::path file, Registry& reg, std::vector<std::filesystem::path> plugin_path, bool load_plugins,
-         std::optional<std::string> text = std::nullopt)
+         std::optional<std::string> text = std::nullopt, bool estimate = true)
       : file_(std::move(file)), reg_(reg), plugin_path_(std::move(plugin_path)), load_plugins_(load_plugins),
-        text_(std::move(text)) {}
+        text_(std::move(text)), estimate_(estimate) {}
 
   Plan load(const std::vector<std::string>& sets);
 
@@ -138,6 +138,7 @@ class Loader {
   Registry& reg_;
   std::vector<std::filesystem::path> plugin_path_;
   bool load_plugins_;
+  bool estimate_;  // false: a `choose: auto` takes its first option that plans, nothing estimated
   std::optional<std::string> text_;  // the pipeline given as text (load_plan_text): file_ only names it
   std::vector<Diagnostic> diags_;
   std::map<std::string, Override> overrides_;
@@ -1410,7 +1411,8 @@ Plan Loader::choose_automatically(const ChoicePlan& c) {
     }
     sets.push_back(c.id + ".choose=" + name);
     try {
-      Plan p = Loader(file_, reg_, plugin_path_, load_plugins_, text_).load(sets);
+      Plan p = Loader(file_, reg_, plugin_path_, load_plugins_, text_, estimate_).load(sets);
+      if (!estimate_) return p;
       const auto& ids = c.option_stages.at(name);
       for (const auto& sc : estimate_stages(p)) {
         if (std::find(ids.begin(), ids.end(), sc.id) == ids.end()) continue;
@@ -1456,8 +1458,8 @@ Plan Loader::choose_automatically(const ChoicePlan& c) {
 }  // namespace
 
 Plan load_plan(const std::filesystem::path& file, const std::vector<std::string>& sets, Registry& registry,
-               const std::vector<std::filesystem::path>& plugin_path, bool load_plugins) {
-  return Loader(file, registry, plugin_path, load_plugins).load(sets);
+               const std::vector<std::filesystem::path>& plugin_path, bool load_plugins, bool estimate) {
+  return Loader(file, registry, plugin_path, load_plugins, std::nullopt, estimate).load(sets);
 }
 
 Plan load_plan_text(const std::string& text, const std::filesystem::path& name, const std::vector<std::string>& sets,

@@ -126,10 +126,12 @@ struct Plan {
 // Loads, validates and plans a pipeline. `sets` are --set KEY=VALUE overrides. Every problem is
 // collected and thrown together as one ConfigError; nothing is constructed when it throws.
 // Plugins the pipeline names are looked for next to it and in `plugin_path`, never in the working
-// directory; `load_plugins = false` skips them (their stage types are then unknown).
+// directory; `load_plugins = false` skips them (their stage types are then unknown). `estimate =
+// false`: a `choose: auto` takes its first option that plans, without estimating any (no source's
+// statistics pass), for a look at what a pipeline reads and writes.
 Plan load_plan(const std::filesystem::path& file, const std::vector<std::string>& sets,
                Registry& registry, const std::vector<std::filesystem::path>& plugin_path = {},
-               bool load_plugins = true);
+               bool load_plugins = true, bool estimate = true);
 // The same for a pipeline given as YAML text; `name` stands for its file in messages and plan.file
 // (relative plugin paths are looked for next to it, as for a file of that name).
 Plan load_plan_text(const std::string& text, const std::filesystem::path& name, const std::vector<std::string>& sets,

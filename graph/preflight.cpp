@@ -107,7 +107,8 @@ std::map<fs::path, fs::path> outputs_of_neighbours(const Plan& plan, Registry& r
   std::sort(files.begin(), files.end());
   for (auto& f : files) {
     try {
-      const Plan other = load_plan(f, {}, registry, plugin_path, /*load_plugins=*/false);
+      // No estimates: a neighbour's `choose: auto` would simulate or scan its data just to be named.
+      const Plan other = load_plan(f, {}, registry, plugin_path, /*load_plugins=*/false, /*estimate=*/false);
       std::set<fs::path> reads;
       for (auto& p : path_params(other, {PathRole::input})) reads.insert(normal(p.value));
       for (auto& p : path_params(other, {PathRole::output, PathRole::output_per_item}))

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <set>
 #include <string>
@@ -111,6 +113,24 @@ TEST(ChooseAuto, PicksTheOptionWithTheSmallerEstimate) {
     picked.insert(c.chosen);
   }
   EXPECT_EQ(picked.size(), 2u) << "the two cases should pick different methods";
+}
+
+// Loaded without estimates (what preflight does to the pipelines beside one, to name the maker of a
+// missing input), `choose: auto` takes the first option that plans: here w-projection, where the
+// estimates pick w-stacking; nothing is simulated for it.
+TEST(ChooseAuto, WithoutEstimatesTheFirstOptionThatPlans) {
+  const std::vector<std::string> sets = {"vars.npix=2048", "vars.cell_arcsec=60", "vars.preset=tiny", "vars.epsilon=1e-2"};
+  ASSERT_EQ(imaging(plan(sets)).chosen, "wstack");
+  const std::filesystem::path file = std::filesystem::temp_directory_path() /
+                                     ("uvflow_auto_" + std::to_string(std::random_device{}()) + ".yaml");
+  std::ofstream(file) << pipeline();
+  Registry reg;
+  register_builtin_stages(reg);
+  const Plan p = load_plan(file, sets, reg, {}, true, /*estimate=*/false);
+  std::filesystem::remove(file);
+  EXPECT_EQ(imaging(p).chosen, "wproj");
+  EXPECT_FALSE(imaging(p).automatic);
+  EXPECT_EQ(imaging(p).why.find("estimated"), std::string::npos) << imaging(p).why;
 }
 
 // An accuracy the w-projection option's settings cannot promise (oversample 4: a predicted lookup
