@@ -243,14 +243,8 @@ TEST(GridSerialTiled, SerialAccumulateDoubleLeavesOnlyTheFinalRounding) {
     const Blocks blocks = {make_block(*ks, std::vector<VisAt>(v.begin(), v.begin() + 100000), 0),
                            make_block(*ks, std::vector<VisAt>(v.begin() + 100000, v.end()), 1)};
     const RefGrid ref = ref_grid(*ks, blocks);
-    auto run = [&](const char* accumulate) {
-      StageHarness h(grid_serial::spec(), "cpu", grid_serial::decl, grid_serial::Params{.accumulate = accumulate});
-      h.set_input("kernels", ks);
-      for (auto& b : blocks) h.process({{"vis", b}});
-      h.finish();
-      return GridRun{h.output<Grid>("grid"), h.work()};
-    };
-    const GridRun wide = run("double"), narrow = run("float");
+    const GridRun wide = run_gridder(grid_serial::spec(), "cpu", ks, blocks, {{"accumulate", std::string("double")}}),
+                  narrow = run_gridder(grid_serial::spec(), "cpu", ks, blocks, {{"accumulate", std::string("float")}});
     expect_matches(wide, ref);
     const double wide_error = relative_frobenius(*wide.grid, ref.cells), narrow_error = relative_frobenius(*narrow.grid, ref.cells);
     EXPECT_LT(wide_error, 1e-7);

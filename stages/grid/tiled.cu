@@ -79,7 +79,6 @@ __device__ inline void mad(float2& g, const Vis& v, float2 k) {
   g.y += v.vi * k.x + v.vr_s * k.y;
 }
 
-
 // ---------------------------------------------------------------- totals (all variants)
 
 // norm, gridded and skipped counts into Grid::totals, visibilities and updates into the stage's

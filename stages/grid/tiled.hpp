@@ -105,7 +105,7 @@ inline const StageDecl<Params> decl{
                         "visibility order (tiles.bucket_sort order: visibility) uvflow's and chebyshev's items are "
                         "fixed by the data, so their grid does not depend on the order of blocks, items or ranks "
                         "(mpirun -np 2 and 3 on one H100 gave one process's image bit for bit); nvidia's and nag's "
-                        "partial sums still depend on the schedule. Costs 8-18 % of the gridding time on EL56-82"}},
+                        "partial sums still depend on the schedule. Costs 5-18 % of the gridding time on EL56-82 (H100)"}},
                {&Params::entries_per_item,
                 {.name = "entries_per_item",
                  .unit = "entries",

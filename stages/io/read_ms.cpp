@@ -11,7 +11,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <limits>
-#include <map>
 #include <mutex>
 #include <numbers>
 #include <sstream>
@@ -244,7 +243,7 @@ class ReadMs : public DeclaredStage<decl> {
 
   bool row_selected(std::size_t r) const { return chunk_.field[r] == field_ && !chunk_.flag_row[r]; }
 
-  // scan()'s result for one selection of one MS, kept for the process: choose: auto plans each of its
+  // scan()'s result for a selection of an MS, kept for the process: choose: auto plans each of its
   // options with this stage's estimate, which prepares it, and the run prepares it again; UVW and the
   // flags are read once for all of them. Keyed by the selection and the size and modification time
   // of each file of the table and its subtables, so that a changed MS is scanned again.
@@ -264,21 +263,25 @@ class ReadMs : public DeclaredStage<decl> {
             << f.last_write_time(ec).time_since_epoch().count();
     return key.str();
   }
+  // The last selection scanned is kept (an automatic choice prepares the same selection in a row):
+  // a long-lived process reading many Measurement Sets holds one scan, not one per selection.
   void scan_once() {
     static std::mutex mutex;
-    static std::map<std::string, Scanned> scanned;
+    static std::string last_key;
+    static Scanned last;
     const std::string key = scan_key();
     {
       std::lock_guard lock(mutex);
-      if (auto it = scanned.find(key); it != scanned.end()) {
-        blocks_ = it->second.blocks;
-        obs_ = it->second.obs;
+      if (key == last_key) {
+        blocks_ = last.blocks;
+        obs_ = last.obs;
         return;
       }
     }
     scan();
     std::lock_guard lock(mutex);
-    scanned[key] = {blocks_, obs_};
+    last_key = key;
+    last = {blocks_, obs_};
   }
 
   // One pass over UVW, TIME, the row indices and the flags (no data): validates the rows, finds

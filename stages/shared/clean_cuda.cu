@@ -63,6 +63,16 @@ __global__ void final_peak(const Peak* partial, int blocks, Peak* out) {
   reduce_block(best, out);
 }
 
+// The pixels [x_lo, x_hi) x [y_lo, y_hi) of an nx x ny image that a pnx x pny PSF centred on (x, y)
+// (its pixel (pnx/2, pny/2) there) covers.
+struct Overlap {
+  int x_lo, x_hi, y_lo, y_hi;
+  long long pixels() const { return (long long)(x_hi - x_lo) * (y_hi - y_lo); }
+};
+Overlap overlap(int x, int y, int nx, int ny, int pnx, int pny) {
+  return {std::max(0, x - pnx / 2), std::min(nx, x - pnx / 2 + pnx), std::max(0, y - pny / 2), std::min(ny, y - pny / 2 + pny)};
+}
+
 // residual -= flux x the PSF centred on (x, y), over the overlap [x_lo, x_hi) x [y_lo, y_hi); one
 // thread also adds the component to the model.
 __global__ void subtract(float* r, float* model, int nx, const float* psf, int pnx, int x, int y, int pcx, int pcy, int x_lo,
@@ -151,7 +161,7 @@ __global__ void select_above(const float* r, const std::uint8_t* mask, unsigned 
 constexpr int kTile = 64;
 
 // The largest of the block's threads' `mine` (each a |value| or -1 for none), to every thread.
-__device__ float tile_max_of_block(float mine) {
+__device__ float block_max(float mine) {
   for (int o = 16; o > 0; o /= 2) mine = fmaxf(mine, __shfl_down_sync(0xffffffffu, mine, o));
   __shared__ float warp_best[kThreads / 32];
   if (threadIdx.x % 32 == 0) warp_best[threadIdx.x / 32] = mine;
@@ -162,10 +172,9 @@ __device__ float tile_max_of_block(float mine) {
 }
 
 // The largest |value| within the mask (-1: none; NaN left out, as find_peak leaves it) of each 64 x 64
-// tile of [tx0, tx0 + tw) x [ty0, ...): a block per tile, tiles_x tiles a row in `out`.
-__global__ void tile_maxima(const float* r, const std::uint8_t* mask, int nx, int ny, int tiles_x, int tx0, int ty0, int tw,
-                            float* out) {
-  const int tx = tx0 + int(blockIdx.x) % tw, ty = ty0 + int(blockIdx.x) / tw;
+// tile: a block per tile, tiles_x tiles a row in `out`.
+__global__ void tile_maxima(const float* r, const std::uint8_t* mask, int nx, int ny, int tiles_x, float* out) {
+  const int tx = int(blockIdx.x) % tiles_x, ty = int(blockIdx.x) / tiles_x;
   float best = -1.0f;
   for (int i = threadIdx.x; i < kTile * kTile; i += kThreads) {
     const int x = tx * kTile + i % kTile, y = ty * kTile + i / kTile;
@@ -173,8 +182,8 @@ __global__ void tile_maxima(const float* r, const std::uint8_t* mask, int nx, in
     const std::size_t k = std::size_t(y) * std::size_t(nx) + std::size_t(x);
     if ((!mask || mask[k]) && fabsf(r[k]) > best) best = fabsf(r[k]);
   }
-  best = tile_max_of_block(best);
-  if (threadIdx.x == 0) out[std::size_t(ty) * std::size_t(tiles_x) + std::size_t(tx)] = best;
+  best = block_max(best);
+  if (threadIdx.x == 0) out[blockIdx.x] = best;
 }
 
 // A Clark cycle's start, on the device: the peak (the largest tile maximum) and clark_limit() of it.
@@ -182,7 +191,7 @@ __global__ void clark_peak_and_limit(const float* tile_max, int tiles, double th
                                      double sidelobe, SelectHead* head) {
   float best = -1.0f;
   for (int t = threadIdx.x; t < tiles; t += kThreads) best = fmaxf(best, tile_max[t]);
-  best = tile_max_of_block(best);
+  best = block_max(best);
   if (threadIdx.x == 0) {
     head->peak = best;
     head->limit = clark_limit(threshold, cycle_factor, sidelobe, double(best));
@@ -267,7 +276,7 @@ __global__ void subtract_in_tiles(float* r, const std::uint8_t* mask, int nx, in
     r[k] = v[j];
     if ((!mask || mask[k]) && fabsf(v[j]) > best) best = fabsf(v[j]);
   }
-  best = tile_max_of_block(best);
+  best = block_max(best);
   if (threadIdx.x == 0) tile_max[t] = best;
 }
 
@@ -359,9 +368,9 @@ Peak find_peak(const float* residual, const std::uint8_t* mask, unsigned long lo
 }
 
 // A selection's pixels, sorted by index on the device (CUB's radix sort) and read back through pinned
-// memory when they are wanted on the host: the order clark_cycle() and model_flux() take them in. A large image's Clark cycles select
-// up to 1e5 pixels hundreds of times; sorting them on the host took about as long as the rest of the
-// cycle. The buffers grow to the most pixels a selection has found.
+// memory when they are wanted on the host: the order clark_cycle() and model_flux() take them in. A
+// large image's Clark cycles select up to 1e5 pixels hundreds of times; sorting them on the host took
+// about as long as the rest of the cycle. The buffers grow to the most pixels a selection has found.
 class PixelSelection {
  public:
   PixelSelection(unsigned long long n, const device::Stream& stream)
@@ -506,9 +515,9 @@ MinorCycle hogbom_cuda(float* residual, float* model, int nx, int ny, const floa
     const float flux = float(gain * peak / p0);
     cleaned += flux;
     out.components.push_back({x, y, flux, peak, cleaned});
-    const int x_lo = std::max(0, x - pcx), x_hi = std::min(nx, x - pcx + pnx);
-    const int y_lo = std::max(0, y - pcy), y_hi = std::min(ny, y - pcy + pny);
-    subtract<<<grid_blocks((long long)(x_hi - x_lo) * (y_hi - y_lo)), kThreads, 0, s>>>(residual, model, nx, psf, pnx, x, y, pcx, pcy, x_lo, x_hi, y_lo, y_hi, flux);
+    const Overlap o = overlap(x, y, nx, ny, pnx, pny);
+    subtract<<<grid_blocks(o.pixels()), kThreads, 0, s>>>(residual, model, nx, psf, pnx, x, y, pcx, pcy, o.x_lo, o.x_hi, o.y_lo,
+                                                          o.y_hi, flux);
     device::check_launch("deconv (cuda): subtract");
   }
   keep_until(stream.record(), {&partial});
@@ -581,7 +590,7 @@ class ClarkTiles {
 
   // Every tile's maximum (the residual changed everywhere), enqueued.
   void renew_all() {
-    tile_maxima<<<tiles_x_ * tiles_y_, kThreads, 0, s_>>>(r_, mask_, nx_, ny_, tiles_x_, 0, 0, tiles_x_, max_.data());
+    tile_maxima<<<tiles_x_ * tiles_y_, kThreads, 0, s_>>>(r_, mask_, nx_, ny_, tiles_x_, max_.data());
     device::check_launch("deconv.clark: tile_maxima");
   }
 
@@ -620,12 +629,9 @@ class ClarkTiles {
     }
     std::size_t tiles = 0;
     for (std::size_t i = 0; i < at.size(); ++i) {
-      const int x = comps_host_[i].x, y = comps_host_[i].y;
-      // The tiles of the overlap [x - pnx/2, x - pnx/2 + pnx) x [...] within the image.
-      const int tx0 = std::max(0, x - pnx / 2) / kTile, tx1 = (std::min(nx_, x - pnx / 2 + pnx) - 1) / kTile;
-      const int ty0 = std::max(0, y - pny / 2) / kTile, ty1 = (std::min(ny_, y - pny / 2 + pny) - 1) / kTile;
-      for (int ty = ty0; ty <= ty1; ++ty)
-        for (int tx = tx0; tx <= tx1; ++tx) {
+      const Overlap o = overlap(comps_host_[i].x, comps_host_[i].y, nx_, ny_, pnx, pny);
+      for (int ty = o.y_lo / kTile; ty <= (o.y_hi - 1) / kTile; ++ty)
+        for (int tx = o.x_lo / kTile; tx <= (o.x_hi - 1) / kTile; ++tx) {
           const std::size_t t = std::size_t(ty) * std::size_t(tiles_x_) + std::size_t(tx);
           if (!hit_[t]) hit_[t] = 1, list_host_[tiles++] = int(t);
         }
@@ -651,7 +657,6 @@ class ClarkTiles {
   Array<Component> comps_ = Array<Component>::device(0, stream_), comps_host_ = Array<Component>::host(0, true);
   std::vector<std::uint8_t> hit_;  // the tiles listed so far by subtract(), 0 again when it returns
 };
-
 
 // The direct subtraction reads the PSF over each component's overlap with the image (4 bytes a pixel,
 // mostly from L2) and reads and writes the residual once over their union; the FFT convolution moves
@@ -691,7 +696,6 @@ MinorCycle clark_cuda(float* residual, float* model, int nx, int ny, const float
     throw InputError(where + ": the PSF reaches " + std::to_string(sidelobe) + " of its centre outside the " +
                      std::to_string(w) + "-pixel patch: give a larger psf_patch");
 
-  const int pcx = pnx / 2, pcy = pny / 2;
   const double fft_elements = 4.0 * double(n);
   std::optional<FftSubtraction> fft;  // made when a cycle first needs it (14 GB for a 15000^2 image)
   MinorCycle out;
@@ -725,10 +729,7 @@ MinorCycle clark_cuda(float* residual, float* model, int nx, int ny, const float
     // The cycle's components off the whole residual: directly over their overlaps with the PSF, or by
     // the FFT convolution where that moves less memory.
     double direct = 0;
-    for (std::size_t k : at) {
-      const int x = int(k % std::size_t(nx)), y = int(k / std::size_t(nx));
-      direct += double(std::min(nx, x - pcx + pnx) - std::max(0, x - pcx)) * double(std::min(ny, y - pcy + pny) - std::max(0, y - pcy));
-    }
+    for (std::size_t k : at) direct += double(overlap(int(k % std::size_t(nx)), int(k / std::size_t(nx)), nx, ny, pnx, pny).pixels());
     const bool by_fft = direct > kDirectPerFftElement * fft_elements;
     if (by_fft && !fft) fft.emplace(psf, pnx, pny, nx, ny, stream);
     direct_cycles += !by_fft;

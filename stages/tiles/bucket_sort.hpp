@@ -51,7 +51,7 @@ inline const StageDecl<Params> decl{
                  .doc = "cuda: the order of a tile's entries. any: as the scatter's atomics leave them; visibility: "
                         "in increasing visibility index (w-plane order), the cpu backend's, by a segmented sort after "
                         "the scatter: reproducible grids (with grid.tiled accumulate: double) at a cost, on the H100 "
-                        "for EL56-82's four blocks, of 70-230 ms of device time against about 6 (end to end 133-152 "
+                        "for EL56-82's four blocks, of 70-230 ms of device time against 6-10 (end to end 133-152 "
                         "ms against 85-89). The cpu backend's entries always ascend"}}},
     .concurrency = Concurrency::parallel,
 };

@@ -6,10 +6,12 @@
 #include <cmath>
 #include <complex>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <numbers>
 #include <random>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "runtime/harness.hpp"
@@ -142,8 +144,9 @@ struct GridRun {
   Work work;
 };
 inline GridRun run_gridder(const StageSpec& spec, const std::string& backend, std::shared_ptr<const KernelStack> ks,
-                           const std::vector<std::shared_ptr<const VisBlock>>& blocks) {
-  StageHarness h(spec, backend);
+                           const std::vector<std::shared_ptr<const VisBlock>>& blocks,
+                           std::map<std::string, ParamValue> params = {}) {
+  StageHarness h(spec, backend, std::move(params));
   h.set_input("kernels", std::move(ks));
   for (auto& b : blocks) h.process({{"vis", b}});
   h.finish();
