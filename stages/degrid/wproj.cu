@@ -252,11 +252,11 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock) linear_kernel(const Arg
 //     their footprints, each lane owning a column: it loads each grid value once, into a
 //     register, and applies it to every member (one kernel load and 4 FMAs each), so the grid
 //     costs 8 / members bytes per update instead of 8. Sums are reduced per member at the end.
-// Sizes measured on el56-82 (bench/results/h100_degrid.md): groups of up to 4 with 3 blocks of
-// 8 warps per SM (80 registers, a few spilled) beat groups of 6 or 8 at 2 blocks per SM; kSpanV
-// 1 or 2 forms smaller groups and is slower. The kernel loads still come mostly from L2 (a
-// plane's rows layout outgrows L1 above supports of about 20): that latency bounds this design.
-constexpr int kGroup = 4, kSpanV = 3, kGroupedBlocksPerSM = 3;
+// Sizes measured on el56-82 (bench/results/h100_degrid.md): groups of up to 4 (80 registers, a
+// few spilled) beat groups of 6 or 8 at fewer warps per SM; kSpanV 1 or 2 forms smaller groups
+// and is slower. Per update a member still loads its kernel value (from L1 or L2) and its row's
+// pointer (shared memory): the L1/shared-memory pipe, 64 % busy, bounds this design.
+constexpr int kGroup = 4, kSpanV = 3;
 
 // Morton interleave: bit b of x goes to bit 2b.
 __device__ inline std::uint64_t spread_bits(std::uint32_t x) {
@@ -398,23 +398,92 @@ __device__ void degrid_group_of(int n, const Args& a, const GridCoord& mine, std
   }
 }
 
-// A warp takes the next 32 entries of the locality order (a global counter hands them out, so
-// warps that meet wide footprints take fewer), each lane loading one; then groups: the first
-// pending entry and the pending ones of its plane within span_u along u and span_v along v (at
-// most kGroup), until none is pending.
-__global__ void __launch_bounds__(kWarp* kWarpsPerBlock, kGroupedBlocksPerSM)
+// grouped_kernel's shape: kGroupedWarps warps a block, one block per SM (on el56-82, 24 x 1 beat
+// 16 x 1, 12 x 2 and 8 x 3 by 19-49 %: one block's warps share the SM's L1), and as much L1 as the
+// block's shared memory leaves, since the kernel rows of a plane are reread from it.
+constexpr int kGroupedWarps = 24;
+// Blocks per range of the order: 132 ranges (one per block) took 33.5 ms on el56-82, 4 to 16
+// blocks per range 27.5-27.8 ms, one range for all (a single counter) 29.5 ms.
+constexpr int kBlocksPerRange = 8;
+
+// Where each plane's run begins and ends in the sorted order: run_begin / run_end[plane + 1]
+// (slot 0: off the grid; both zeroed beforehand, so empty planes have empty runs).
+__global__ void plane_runs(const std::uint64_t* keys, std::int64_t n, int cell_bits, int planes,
+                           std::int32_t* run_begin, std::int32_t* run_end) {
+  const auto plane = [&](std::int64_t i) { return keys[i] == 0 ? -1 : planes - int(keys[i] >> (2 * cell_bits)); };
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::int64_t(gridDim.x) * blockDim.x) {
+    const int p = plane(i);
+    if (i == 0 || plane(i - 1) != p) run_begin[p + 1] = std::int32_t(i);
+    if (i == n - 1 || plane(i + 1) != p) run_end[p + 1] = std::int32_t(i + 1);
+  }
+}
+
+// Cost of one entry of slot's run in kernel-point updates (an entry off the grid: 1, its zero).
+__device__ inline std::int64_t entry_cost(int slot, const std::int32_t* support) {
+  return slot == 0 ? 1 : std::int64_t(2 * support[slot - 1] + 1) * (2 * support[slot - 1] + 1);
+}
+
+// The runs in the order's order: off the grid first, then the planes from the last down.
+__device__ inline int slot_at(int j, int slots) { return j == 0 ? 0 : slots - j; }
+
+// work[j]: the updates of the j-th run of the order; work[slots] = 0, so its exclusive sum ends
+// with the total.
+__global__ void run_work(int slots, const std::int32_t* support, const std::int32_t* run_begin,
+                         const std::int32_t* run_end, std::int64_t* work) {
+  for (int j = blockIdx.x * blockDim.x + threadIdx.x; j <= slots; j += gridDim.x * blockDim.x) {
+    const int slot = slot_at(j, slots);
+    work[j] = j == slots ? 0 : (run_end[slot] - run_begin[slot]) * entry_cost(slot, support);
+  }
+}
+
+// The order cut into `ranges` contiguous ranges of equal work (work_before: the exclusive sum of
+// run_work): range r is [range_start[r], range_start[r + 1]); next[r] starts at its start.
+__global__ void work_ranges(std::int64_t n, int slots, const std::int32_t* support, const std::int32_t* run_begin,
+                            const std::int32_t* run_end, const std::int64_t* work_before, int ranges,
+                            std::int64_t* range_start, unsigned long long* next) {
+  for (int r = blockIdx.x * blockDim.x + threadIdx.x; r <= ranges; r += gridDim.x * blockDim.x) {
+    const std::int64_t total = work_before[slots], target = total / ranges * r + total % ranges * r / ranges;
+    int lo = 0, hi = slots;  // the last run whose work starts at or before the target
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) / 2;
+      (work_before[mid] <= target ? lo : hi) = mid;
+    }
+    const int slot = slot_at(lo, slots);
+    const std::int64_t count = run_end[slot] - run_begin[slot];
+    const std::int64_t into = min((target - work_before[lo]) / entry_cost(slot, support), count);
+    const std::int64_t at = r == 0 ? 0 : (r == ranges ? n : (count == 0 ? n : run_begin[slot] + into));
+    range_start[r] = at;
+    if (r < ranges) next[r] = (unsigned long long)at;
+  }
+}
+
+// Warps take 32 entries of the locality order at a time from their block's range (a counter per
+// range; the ranges hold equal work), so the warps of an SM work on near entries, one plane and a
+// patch of uv, and the plane's kernel rows and the patch's grid rows are reread from L1 (hit rate
+// 46 % against 27 % with one counter for all, Nsight Compute on el56-82). A warp whose range is used
+// up takes from the next ranges in turn. Each lane loads one entry; then groups: the first pending
+// entry and the pending ones of its plane within span_u along u and span_v along v (at most
+// kGroup), until none is pending.
+__global__ void __launch_bounds__(kWarp* kGroupedWarps, 1)
     grouped_kernel(const Args a, const GridCoord* coords, const std::int32_t* order, const float2* zeros,
-                   unsigned* next_chunk) {
-  __shared__ __align__(16) const float2* rowp[kWarpsPerBlock][kRowTile * kGroup];
-  __shared__ int4 memb[kWarpsPerBlock][kGroup];
+                   int ranges, const std::int64_t* range_start, unsigned long long* next) {
+  __shared__ __align__(16) const float2* rowp[kGroupedWarps][kRowTile * kGroup];
+  __shared__ int4 memb[kGroupedWarps][kGroup];
   const int lane = threadIdx.x & (kWarp - 1), w = threadIdx.x / kWarp;
   double predicted = 0, updates = 0;
-  for (;;) {
-    unsigned chunk = 0;
-    if (lane == 0) chunk = atomicAdd(next_chunk, 1u);
-    const std::int64_t c0 = std::int64_t(__shfl_sync(kFull, chunk, 0)) * kWarp;
-    if (c0 >= a.n) break;
-    const int count = int(min(std::int64_t(kWarp), a.n - c0));
+  int range = int(std::int64_t(blockIdx.x) * ranges / gridDim.x);
+  for (int visited = 0; visited < ranges;) {
+    unsigned long long claimed = 0;
+    if (lane == 0) claimed = atomicAdd(next + range, (unsigned long long)kWarp);
+    const auto c0 = std::int64_t(__shfl_sync(kFull, claimed, 0));
+    const std::int64_t end = range_start[range + 1];
+    if (c0 >= end) {
+      range = range + 1 == ranges ? 0 : range + 1;
+      ++visited;
+      continue;
+    }
+    const int count = int(min(std::int64_t(kWarp), end - c0));
     std::int32_t idx = -1;
     GridCoord mine = off_grid();
     if (lane < count) {
@@ -595,6 +664,19 @@ __global__ void __launch_bounds__(kWarp* kWindowWarps) window_kernel(const Args 
 
 void cuda_check(cudaError_t e, const char* what) { device::check(e, "degrid.wproj (cuda)", what); }
 
+struct GroupedLaunch {
+  int blocks = 0, ranges = 0;
+};
+
+GroupedLaunch grouped_launch() {
+  const void* kernel = reinterpret_cast<const void*>(grouped_kernel);
+  cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 0), "carveout");
+  GroupedLaunch l;
+  l.blocks = device::resident_blocks(kernel, kWarp * kGroupedWarps);
+  l.ranges = std::max(1, l.blocks / kBlocksPerRange);
+  return l;
+}
+
 class WprojDegridderCuda final : public DeclaredStage<decl> {
  public:
   void check(const Params& p) override {
@@ -612,9 +694,12 @@ class WprojDegridderCuda final : public DeclaredStage<decl> {
         max_blocks_ = device::resident_blocks(reinterpret_cast<const void*>(gather_kernel), kWarp * kWarpsPerBlock);
         break;
       case Design::uvflow:
-        max_blocks_ = device::resident_blocks(
-            linear_ ? reinterpret_cast<const void*>(linear_kernel) : reinterpret_cast<const void*>(grouped_kernel),
-            kWarp * kWarpsPerBlock);
+        if (linear_) {
+          max_blocks_ = device::resident_blocks(reinterpret_cast<const void*>(linear_kernel), kWarp * kWarpsPerBlock);
+        } else {
+          grouped_ = grouped_launch();
+          max_blocks_ = grouped_.blocks * kWarp * kGroupedWarps / 256;  // the helper kernels' 256-thread blocks
+        }
         break;
       case Design::scatter:
         max_blocks_ = device::resident_blocks(reinterpret_cast<const void*>(scatter_fill), 256);
@@ -735,13 +820,33 @@ class WprojDegridderCuda final : public DeclaredStage<decl> {
       zeros_ = Array<cfloat>::device(2 * ks.max_support + 1, stream);
       device::memset_zero(zeros_.data(), zeros_.bytes(), stream);
     }
-    auto next_chunk = Array<unsigned>::device(1, stream);
-    device::memset_zero(next_chunk.data(), next_chunk.bytes(), stream);
-    grouped_kernel<<<unsigned(max_blocks_), kWarp * kWarpsPerBlock, 0, s>>>(
+    // The order cut into ranges of equal work, each shared by kBlocksPerRange thread blocks.
+    const int slots = ks.planes + 1, ranges = grouped_.ranges;
+    auto runs = Array<std::int32_t>::device(2 * slots, stream);
+    device::memset_zero(runs.data(), runs.bytes(), stream);
+    std::int32_t *run_begin = runs.data(), *run_end = runs.data() + slots;
+    plane_runs<<<grid_blocks(a.n, 256), 256, 0, s>>>(keys.Current(), a.n, cell_bits, ks.planes, run_begin, run_end);
+    device::check_launch("degrid.wproj: plane_runs");
+    auto work = Array<std::int64_t>::device(slots + 1, stream), work_before = Array<std::int64_t>::device(slots + 1, stream);
+    run_work<<<(slots + 256) / 256, 256, 0, s>>>(slots, a.support, run_begin, run_end, work.data());
+    device::check_launch("degrid.wproj: run_work");
+    std::size_t scan_bytes = 0;
+    cuda_check(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, work.data(), work_before.data(), slots + 1, s),
+               "scan size");
+    auto scan_temp = Array<std::uint8_t>::device(std::max<std::size_t>(scan_bytes, 1), stream);
+    cuda_check(cub::DeviceScan::ExclusiveSum(scan_temp.data(), scan_bytes, work.data(), work_before.data(), slots + 1, s),
+               "scan");
+    auto range_start = Array<std::int64_t>::device(ranges + 1, stream);
+    auto next = Array<unsigned long long>::device(ranges, stream);
+    work_ranges<<<(ranges + 256) / 256, 256, 0, s>>>(a.n, slots, a.support, run_begin, run_end, work_before.data(),
+                                                     ranges, range_start.data(), next.data());
+    device::check_launch("degrid.wproj: work_ranges");
+    grouped_kernel<<<unsigned(grouped_.blocks), kWarp * kGroupedWarps, 0, s>>>(
         a, a.coords ? a.coords : placed.data(), order.Current(), reinterpret_cast<const float2*>(zeros_.data()),
-        next_chunk.data());
+        ranges, range_start.data(), next.data());
     device::check_launch("degrid.wproj: grouped_kernel");
-    keep_until(stream.record(), {&placed, &keys_a, &keys_b, &order_a, &order_b, &temp, &next_chunk});
+    keep_until(stream.record(), {&placed, &keys_a, &keys_b, &order_a, &order_b, &temp, &runs, &work, &work_before,
+                                 &scan_temp, &range_start, &next});
   }
 
   // Bucket the (visibility, tile) pairs by tile, then a thread block per tile. The pair count is
@@ -826,6 +931,7 @@ class WprojDegridderCuda final : public DeclaredStage<decl> {
 
   Design design_ = Design::uvflow;
   int max_blocks_ = 1;
+  GroupedLaunch grouped_;
   Array<double> work_;
   Array<cfloat> zeros_;  // uvflow: the row the kernel-row pointers of rows outside a footprint point at
 };
