@@ -65,11 +65,7 @@ void print_warnings(const PreflightResult& r, bool quiet, std::set<std::string>*
 }  // namespace
 
 int main(int argc, char** argv) {
-  // CUDA loads a kernel's module at its first launch unless told otherwise (lazy loading): inside a
-  // run's streaming window that put 30-60 ms of host-blocking loads into the first blocks' stages on
-  // the H100 (bench/results/h100_sort_chain.md). Loaded when the device is first used instead,
-  // before any block streams, unless the user's environment says otherwise.
-  setenv("CUDA_MODULE_LOADING", "EAGER", /*overwrite=*/0);
+  device::prefer_eager_module_loading();
   CLI::App app{"uvflow: YAML dataflow pipelines for radio-astronomy imaging (oneTBB, CUDA)"};
   app.require_subcommand(1);
   app.fallthrough();  // global options (--plugin, --plugin-path, -v, -q) may follow the subcommand too

@@ -599,6 +599,7 @@ std::string describe(const std::string& type) {
 
 PYBIND11_MODULE(_uvflow, m) {
   m.doc() = "uvflow's compiled core; use the `uvflow` package";
+  device::prefer_eager_module_loading();  // as the command does: no kernel loads inside a run's stream
 
   // Messages as the command prints them, on stderr; warnings and errors only unless asked.
   if (!spdlog::get("uvflow")) {

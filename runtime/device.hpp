@@ -10,6 +10,12 @@
 namespace uvflow::device {
 
 bool compiled();                 // uvflow was built with CUDA
+// Asks CUDA to load every kernel's module when the device is first used (CUDA_MODULE_LOADING=EAGER)
+// unless the environment already says how: lazy loading, CUDA's default, put 30-60 ms of
+// host-blocking loads into the first blocks' stages of a run on the H100
+// (bench/results/h100_sort_chain.md). Call before anything in the process uses CUDA (the command's
+// main and the Python module's import do); later it has no effect.
+void prefer_eager_module_loading();
 int count();                     // usable CUDA devices (0 without CUDA or without a GPU)
 std::string describe(int dev);   // "cuda:0 (NVIDIA H100 80GB HBM3, sm_90)"
 // One rank per GPU: the device of the process that is `local_rank` on its node (dist::local_rank()),

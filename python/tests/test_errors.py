@@ -1,5 +1,9 @@
 # Errors from Python carry the text the `uvflow` command prints on stderr for the same pipeline,
 # and its exit code.
+import os
+import subprocess
+import sys
+
 import pytest
 
 import uvflow
@@ -96,3 +100,15 @@ stages:
     p.send_signal(signal.SIGINT)
     err = p.communicate()[1]
     assert p.returncode == 130 and err == str(e.value) + "\n"
+
+
+def test_importing_asks_cuda_for_eager_module_loading_unless_set():
+    # The process environment, not os.environ (a copy made at start): read through the C library.
+    # A fresh interpreter each time, since the variable is set when the module is first imported.
+    code = "import ctypes, uvflow; v = ctypes.CDLL(None).getenv; v.restype = ctypes.c_char_p; print(v(b'CUDA_MODULE_LOADING'))"
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_MODULE_LOADING"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.strip() == ("b'EAGER'" if uvflow.cuda_compiled() else "None")
+    env["CUDA_MODULE_LOADING"] = "LAZY"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "b'LAZY'"
