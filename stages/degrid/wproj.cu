@@ -294,34 +294,35 @@ __device__ inline int span_u(int L) {
   return (lanes - L) / 2;
 }
 
-constexpr int kRowTile = 32;  // union rows whose kernel-row pointers a warp stages at once
+constexpr int kRowTile = 32;  // union rows whose kernel-row offsets a warp stages at once
 
 // A group of exactly K members (bits of `members`; each lane holds its entry in `mine`, `idx`) of
 // one plane, support s, whose footprints' union is W x H cells from (u_lo - s, v_lo - s). The
 // warp walks the union: G lanes along a row (8, 16 or 32 by W), 32 / G rows at once, and per
-// 32 rows stages in shared memory each member's kernel-row pointer for every row (`zeros`, a
-// run of L zeros, where the row is outside the member's footprint). A point then costs one
-// grid load for all members, and per member a pointer read from shared memory (a broadcast),
-// one kernel load and 4 FMAs: no branch and no index arithmetic but the column's between the loads. Lanes whose
-// column is outside a member's footprint read a clamped column and drop that member's column
-// sum (`part`) at the end of the column pass.
+// 32 rows stages in shared memory where each member's kernel row starts for every row: an
+// offset into a.kernels (for this design the stack's rows layout with a run of zeros after it at
+// `zero_row`, for the rows outside the member's footprint). A point then costs one grid load for all members, one
+// shared-memory read of the members' offsets (a broadcast of K ints) and per member one kernel
+// load and 4 FMAs: no branch and no index arithmetic but the column's between the loads. Lanes
+// whose column is outside a member's footprint read a clamped column and drop that member's
+// column sum (`part`) at the end of the column pass.
 template <int K>
 __device__ void degrid_group(const Args& a, const GridCoord& mine, std::int32_t idx, unsigned members, int s,
-                             const float2* kern, const float2* zeros, int u_lo, int v_lo, int W, int H,
-                             const float2* (*rowp)[K], int4* memb) {
+                             int plane_start, int zero_row, int u_lo, int v_lo, int W, int H,
+                             int (*rowp)[kGroup], int4* memb) {
   const int lane = threadIdx.x & (kWarp - 1), o = a.g.oversample, L = 2 * s + 1, S = kernel_half_size(o, s);
   const std::int64_t N = a.g.grid_size;
   const int G = W <= 8 ? 8 : (W <= 16 ? 16 : kWarp), R = kWarp / G;
   const int col = lane & (G - 1), row = lane / G;
   // Member m (the m-th set bit of `members`), in shared memory: its offset in the union (du, dv),
   // a_row, with which union row y (footprint row y - dv) reads table row |a_row + y o|, and the
-  // start of its kernel runs from the plane's.
+  // start of its kernel runs in the table.
   const bool in = members >> lane & 1;
   const int rank = __popc(members & ((1u << lane) - 1));
   __syncwarp();  // the previous group's readers are done
   if (in) {
     const int du = mine.u - u_lo, dv = mine.v - v_lo;
-    memb[rank] = make_int4(du, dv, mine.off_v - (dv + s) * o, (mine.off_u + o / 2) * S * L);
+    memb[rank] = make_int4(du, dv, mine.off_v - (dv + s) * o, plane_start + (mine.off_u + o / 2) * S * L);
   }
   __syncwarp();
   // G * conj(C) (plain C for conjugated kernels: the members share conj) as two sums of FMAs:
@@ -348,7 +349,7 @@ __device__ void degrid_group(const Args& a, const GridCoord& mine, std::int32_t 
 #pragma unroll
         for (int m = 0; m < K; ++m) {
           const int4 p = memb[m];
-          rowp[lane][m] = unsigned(y - p.y) < unsigned(L) ? kern + p.w + min(abs(p.z + y * o), S - 1) * L : zeros;
+          rowp[lane][m] = unsigned(y - p.y) < unsigned(L) ? p.w + min(abs(p.z + y * o), S - 1) * L : zero_row;
         }
       }
       __syncwarp();
@@ -359,7 +360,7 @@ __device__ void degrid_group(const Args& a, const GridCoord& mine, std::int32_t 
           const float gs = group_sign * g.y, gn = -group_sign * g.x;
 #pragma unroll
           for (int m = 0; m < K; ++m) {
-            const float2 kv = __ldg(rowp[yy][m] + colofs[m]);
+            const float2 kv = __ldg(a.kernels + (rowp[yy][m] + colofs[m]));
             part[m].x = fmaf(gs, kv.y, fmaf(g.x, kv.x, part[m].x));
             part[m].y = fmaf(gn, kv.y, fmaf(g.y, kv.x, part[m].y));
           }
@@ -387,14 +388,13 @@ __device__ void degrid_group(const Args& a, const GridCoord& mine, std::int32_t 
 
 template <int K, int kMax>
 __device__ void degrid_group_of(int n, const Args& a, const GridCoord& mine, std::int32_t idx, unsigned members,
-                                int s, const float2* kern, const float2* zeros, int u_lo, int v_lo, int W, int H,
-                                const float2** rowp, int4* memb) {
+                                int s, int plane_start, int zero_row, int u_lo, int v_lo, int W, int H,
+                                int (*rowp)[kGroup], int4* memb) {
   if constexpr (K <= kMax) {
     if (n == K)
-      degrid_group<K>(a, mine, idx, members, s, kern, zeros, u_lo, v_lo, W, H,
-                      reinterpret_cast<const float2* (*)[K]>(rowp), memb);
+      degrid_group<K>(a, mine, idx, members, s, plane_start, zero_row, u_lo, v_lo, W, H, rowp, memb);
     else
-      degrid_group_of<K + 1, kMax>(n, a, mine, idx, members, s, kern, zeros, u_lo, v_lo, W, H, rowp, memb);
+      degrid_group_of<K + 1, kMax>(n, a, mine, idx, members, s, plane_start, zero_row, u_lo, v_lo, W, H, rowp, memb);
   }
 }
 
@@ -466,9 +466,9 @@ __global__ void work_ranges(std::int64_t n, int slots, const std::int32_t* suppo
 // entry and the pending ones of its plane within span_u along u and span_v along v (at most
 // kGroup), until none is pending.
 __global__ void __launch_bounds__(kWarp* kGroupedWarps, 1)
-    grouped_kernel(const Args a, const GridCoord* coords, const std::int32_t* order, const float2* zeros,
-                   int ranges, const std::int64_t* range_start, unsigned long long* next) {
-  __shared__ __align__(16) const float2* rowp[kGroupedWarps][kRowTile * kGroup];
+    grouped_kernel(const Args a, const GridCoord* coords, const std::int32_t* order, int zero_row, int ranges,
+                   const std::int64_t* range_start, unsigned long long* next) {
+  __shared__ __align__(16) int rowp[kGroupedWarps][kRowTile][kGroup];
   __shared__ int4 memb[kGroupedWarps][kGroup];
   const int lane = threadIdx.x & (kWarp - 1), w = threadIdx.x / kWarp;
   double predicted = 0, updates = 0;
@@ -506,7 +506,7 @@ __global__ void __launch_bounds__(kWarp* kGroupedWarps, 1)
       const bool in = members >> lane & 1;
       const int u_lo = __reduce_min_sync(kFull, in ? mine.u : INT_MAX), u_hi = __reduce_max_sync(kFull, in ? mine.u : INT_MIN);
       const int v_lo = __reduce_min_sync(kFull, in ? mine.v : INT_MAX), v_hi = __reduce_max_sync(kFull, in ? mine.v : INT_MIN);
-      degrid_group_of<1, kGroup>(__popc(members), a, mine, idx, members, s, a.kernels + a.start[lead.plane], zeros,
+      degrid_group_of<1, kGroup>(__popc(members), a, mine, idx, members, s, int(a.start[lead.plane]), zero_row,
                                  u_lo, v_lo, u_hi - u_lo + L, v_hi - v_lo + L, rowp[w], memb[w]);
     }
   }
@@ -799,6 +799,20 @@ class WprojDegridderCuda final : public DeclaredStage<decl> {
   // groups. Raw blocks are placed by the key kernel into a coords array of their own.
   void grouped(const Args& a, const KernelStack& ks, const device::Stream& stream) {
     auto s = static_cast<cudaStream_t>(stream.native());
+    if (table_of_ != &ks) {
+      // The rows layout and a run of zeros after it, in one array that 32-bit offsets reach: what
+      // a warp stages per row and member is then 4 bytes, and a row's K offsets one shared read.
+      const std::size_t values = ks.rows.size() + std::size_t(2 * ks.max_support + 1);
+      if (values > std::size_t(INT_MAX))
+        throw InputError("degrid.wproj (cuda): the kernel stack's rows layout has " + std::to_string(ks.rows.size()) +
+                         " values, more than the uvflow variant addresses (2^31); use fewer w-planes or oversample "
+                         "less, or variant gather");
+      if (!table_.empty()) keep_until(stream.record(), {&table_});  // kernels queued may still read it
+      table_ = Array<cfloat>::device(values, stream);
+      device::copy(table_.data(), ks.rows.data(), ks.rows.bytes(), device::Copy::device_to_device, stream);
+      device::memset_zero(table_.data() + ks.rows.size(), (values - ks.rows.size()) * sizeof(cfloat), stream);
+      table_of_ = &ks;
+    }
     const int cell_bits = std::max(1, int(std::bit_width(unsigned(ks.geom.grid_size - 1))));
     const int end_bit = 2 * cell_bits + int(std::bit_width(unsigned(ks.planes)));
     if (end_bit > 64)
@@ -816,10 +830,6 @@ class WprojDegridderCuda final : public DeclaredStage<decl> {
     cuda_check(cub::DeviceRadixSort::SortPairs(nullptr, bytes, keys, order, a.n, 0, end_bit, s), "sort size");
     auto temp = Array<std::uint8_t>::device(std::max<std::size_t>(bytes, 1), stream);
     cuda_check(cub::DeviceRadixSort::SortPairs(temp.data(), bytes, keys, order, a.n, 0, end_bit, s), "sort");
-    if (zeros_.size() < std::size_t(2 * ks.max_support + 1)) {
-      zeros_ = Array<cfloat>::device(2 * ks.max_support + 1, stream);
-      device::memset_zero(zeros_.data(), zeros_.bytes(), stream);
-    }
     // The order cut into ranges of equal work, each shared by kBlocksPerRange thread blocks.
     const int slots = ks.planes + 1, ranges = grouped_.ranges;
     auto runs = Array<std::int32_t>::device(2 * slots, stream);
@@ -841,9 +851,11 @@ class WprojDegridderCuda final : public DeclaredStage<decl> {
     work_ranges<<<(ranges + 256) / 256, 256, 0, s>>>(a.n, slots, a.support, run_begin, run_end, work_before.data(),
                                                      ranges, range_start.data(), next.data());
     device::check_launch("degrid.wproj: work_ranges");
+    Args at = a;  // the rows layout as the copy with its run of zeros
+    at.kernels = reinterpret_cast<const float2*>(table_.data());
     grouped_kernel<<<unsigned(grouped_.blocks), kWarp * kGroupedWarps, 0, s>>>(
-        a, a.coords ? a.coords : placed.data(), order.Current(), reinterpret_cast<const float2*>(zeros_.data()),
-        ranges, range_start.data(), next.data());
+        at, a.coords ? a.coords : placed.data(), order.Current(), int(ks.rows.size()), ranges, range_start.data(),
+        next.data());
     device::check_launch("degrid.wproj: grouped_kernel");
     keep_until(stream.record(), {&placed, &keys_a, &keys_b, &order_a, &order_b, &temp, &runs, &work, &work_before,
                                  &scan_temp, &range_start, &next});
@@ -933,7 +945,9 @@ class WprojDegridderCuda final : public DeclaredStage<decl> {
   int max_blocks_ = 1;
   GroupedLaunch grouped_;
   Array<double> work_;
-  Array<cfloat> zeros_;  // uvflow: the row the kernel-row pointers of rows outside a footprint point at
+  // uvflow: the rows layout and a run of zeros (the row of those outside a footprint), of table_of_.
+  Array<cfloat> table_;
+  const KernelStack* table_of_ = nullptr;
 };
 
 }  // namespace
