@@ -5,7 +5,7 @@
 //                  loop over the block), lanes across the flattened footprint, quarter kernels read
 //                  at |off + k o| (stride o along u), one warp reduction per visibility.
 //   uvflow         ours: visits the block in (w-plane, Morton cell) order, sorted on the device,
-//                  and degrids groups of up to 4 visibilities of one plane a few cells apart at
+//                  and degrids groups of up to 6 visibilities of one plane a few cells apart at
 //                  once, a warp walking the union of their footprints and loading each grid
 //                  value once for the whole group (see "uvflow (nearest lookup)" below). With
 //                  kernel_lookup linear, a warp split into groups of 8, 16 or 32 lanes by the
@@ -252,11 +252,13 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock) linear_kernel(const Arg
 //     their footprints, each lane owning a column: it loads each grid value once, into a
 //     register, and applies it to every member (one kernel load and 4 FMAs each), so the grid
 //     costs 8 / members bytes per update instead of 8. Sums are reduced per member at the end.
-// Sizes measured on el56-82 (bench/results/h100_degrid.md): groups of up to 4 (80 registers, a
-// few spilled) beat groups of 6 or 8 at fewer warps per SM; kSpanV 1 or 2 forms smaller groups
-// and is slower. Per update a member still loads its kernel value (from L1 or L2) and its row's
-// pointer (shared memory): the L1/shared-memory pipe, 64 % busy, bounds this design.
-constexpr int kGroup = 4, kSpanV = 3;
+// Sizes measured on el56-82 (bench/results/h100_degrid.md): at 24 warps per SM groups of up to 6
+// (24.5 ms) beat 4, 5 and 8 (26.6, 25.5, 25.6 ms; 80 registers, a few spilled); 20 warps with 6
+// took 25.6 ms, 16 warps with 8 26.2 ms; kSpanV 1 or 2 forms smaller groups and is slower. Per
+// update a member still loads its kernel value from L1 or L2: with the per-group work (union walk,
+// member setup, reductions) that bounds this design.
+constexpr int kGroup = 6, kSpanV = 3;
+constexpr int kRowSlots = (kGroup + 3) / 4 * 4;  // a union row's staged offsets, padded for 16-byte reads
 
 // Morton interleave: bit b of x goes to bit 2b.
 __device__ inline std::uint64_t spread_bits(std::uint32_t x) {
@@ -309,7 +311,7 @@ constexpr int kRowTile = 32;  // union rows whose kernel-row offsets a warp stag
 template <int K>
 __device__ void degrid_group(const Args& a, const GridCoord& mine, std::int32_t idx, unsigned members, int s,
                              int plane_start, int zero_row, int u_lo, int v_lo, int W, int H,
-                             int (*rowp)[kGroup], int4* memb) {
+                             int (*rowp)[kRowSlots], int4* memb) {
   const int lane = threadIdx.x & (kWarp - 1), o = a.g.oversample, L = 2 * s + 1, S = kernel_half_size(o, s);
   const std::int64_t N = a.g.grid_size;
   const int G = W <= 8 ? 8 : (W <= 16 ? 16 : kWarp), R = kWarp / G;
@@ -389,7 +391,7 @@ __device__ void degrid_group(const Args& a, const GridCoord& mine, std::int32_t 
 template <int K, int kMax>
 __device__ void degrid_group_of(int n, const Args& a, const GridCoord& mine, std::int32_t idx, unsigned members,
                                 int s, int plane_start, int zero_row, int u_lo, int v_lo, int W, int H,
-                                int (*rowp)[kGroup], int4* memb) {
+                                int (*rowp)[kRowSlots], int4* memb) {
   if constexpr (K <= kMax) {
     if (n == K)
       degrid_group<K>(a, mine, idx, members, s, plane_start, zero_row, u_lo, v_lo, W, H, rowp, memb);
@@ -468,7 +470,7 @@ __global__ void work_ranges(std::int64_t n, int slots, const std::int32_t* suppo
 __global__ void __launch_bounds__(kWarp* kGroupedWarps, 1)
     grouped_kernel(const Args a, const GridCoord* coords, const std::int32_t* order, int zero_row, int ranges,
                    const std::int64_t* range_start, unsigned long long* next) {
-  __shared__ __align__(16) int rowp[kGroupedWarps][kRowTile][kGroup];
+  __shared__ __align__(16) int rowp[kGroupedWarps][kRowTile][kRowSlots];
   __shared__ int4 memb[kGroupedWarps][kGroup];
   const int lane = threadIdx.x & (kWarp - 1), w = threadIdx.x / kWarp;
   double predicted = 0, updates = 0;
