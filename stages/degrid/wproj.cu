@@ -404,8 +404,9 @@ __device__ void degrid_group_of(int n, const Args& a, const GridCoord& mine, std
 // 16 x 1, 12 x 2 and 8 x 3 by 19-49 %: one block's warps share the SM's L1), and as much L1 as the
 // block's shared memory leaves, since the kernel rows of a plane are reread from it.
 constexpr int kGroupedWarps = 24;
-// Blocks per range of the order: 132 ranges (one per block) took 33.5 ms on el56-82, 4 to 16
-// blocks per range 27.5-27.8 ms, one range for all (a single counter) 29.5 ms.
+// Blocks per range of the order: on el56-82 132 ranges (one per block) took 33.5 ms, 33 ranges (4
+// blocks each) 28.6 ms, 16, 8 and 4 ranges (8 to 33 blocks each) 27.5-27.8 ms, one range for all
+// (a single counter) 29.5 ms.
 constexpr int kBlocksPerRange = 8;
 
 // Where each plane's run begins and ends in the sorted order: run_begin / run_end[plane + 1]
@@ -762,7 +763,7 @@ class WprojDegridderCuda final : public DeclaredStage<decl> {
             linear_kernel<<<grid_blocks(n, kWarp * kWarpsPerBlock), kWarp * kWarpsPerBlock, 0, s>>>(a);
             device::check_launch("degrid.wproj: linear_kernel");
           } else {
-            grouped(a, *ks, stream);
+            grouped(a, ks, stream);
           }
           break;
         case Design::scatter:
@@ -799,9 +800,10 @@ class WprojDegridderCuda final : public DeclaredStage<decl> {
 
   // The locality order (keys, then a stable radix sort of the visibility indices by them), then the
   // groups. Raw blocks are placed by the key kernel into a coords array of their own.
-  void grouped(const Args& a, const KernelStack& ks, const device::Stream& stream) {
+  void grouped(const Args& a, const std::shared_ptr<const KernelStack>& stack, const device::Stream& stream) {
     auto s = static_cast<cudaStream_t>(stream.native());
-    if (table_of_ != &ks) {
+    const KernelStack& ks = *stack;
+    if (table_of_ != stack) {
       // The rows layout and a run of zeros after it, in one array that 32-bit offsets reach: what
       // a warp stages per row and member is then 4 bytes, and a row's K offsets one shared read.
       const std::size_t values = ks.rows.size() + std::size_t(2 * ks.max_support + 1);
@@ -813,7 +815,7 @@ class WprojDegridderCuda final : public DeclaredStage<decl> {
       table_ = Array<cfloat>::device(values, stream);
       device::copy(table_.data(), ks.rows.data(), ks.rows.bytes(), device::Copy::device_to_device, stream);
       device::memset_zero(table_.data() + ks.rows.size(), (values - ks.rows.size()) * sizeof(cfloat), stream);
-      table_of_ = &ks;
+      table_of_ = stack;
     }
     const int cell_bits = std::max(1, int(std::bit_width(unsigned(ks.geom.grid_size - 1))));
     const int end_bit = 2 * cell_bits + int(std::bit_width(unsigned(ks.planes)));
@@ -947,9 +949,10 @@ class WprojDegridderCuda final : public DeclaredStage<decl> {
   int max_blocks_ = 1;
   GroupedLaunch grouped_;
   Array<double> work_;
-  // uvflow: the rows layout and a run of zeros (the row of those outside a footprint), of table_of_.
+  // uvflow: the rows layout and a run of zeros (the row of those outside a footprint), of table_of_
+  // (held, so that another stack cannot take its address and be mistaken for it).
   Array<cfloat> table_;
-  const KernelStack* table_of_ = nullptr;
+  std::shared_ptr<const KernelStack> table_of_;
 };
 
 }  // namespace
