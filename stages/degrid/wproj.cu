@@ -35,13 +35,15 @@
 #include "runtime/cuda_check.hpp"
 #include "stages/degrid/wproj.hpp"
 #include "stages/shared/degrid_inputs.hpp"
+#include "stages/shared/locality_order.cuh"
 #include "stages/shared/placement.hpp"
 
 namespace uvflow::degrid_wproj {
 namespace {
 
-constexpr unsigned kFull = 0xffffffffu;
-constexpr int kWarp = 32, kWarpsPerBlock = 8;
+using locality::kFull;
+using locality::kWarp;
+constexpr int kWarpsPerBlock = 8;
 constexpr int kTileU = 32, kTileV = 16;  // scatter: a warp per tile row
 constexpr int kWindow = 32, kWindowWarps = 4;  // moving_window: cells a side, warps per block
 
@@ -153,18 +155,7 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock) gather_kernel(const Arg
   add_work(a, predicted, updates);
 }
 
-__device__ inline GridCoord shfl_coord(const GridCoord& c, int src) {
-  static_assert(sizeof(GridCoord) == sizeof(int4));
-  int4 v;
-  memcpy(&v, &c, sizeof v);
-  v.x = __shfl_sync(kFull, v.x, src);
-  v.y = __shfl_sync(kFull, v.y, src);
-  v.z = __shfl_sync(kFull, v.z, src);
-  v.w = __shfl_sync(kFull, v.w, src);
-  GridCoord out;
-  memcpy(&out, &v, sizeof out);
-  return out;
-}
+using locality::shfl_coord;
 
 // kernel_lookup linear: the runs of the two rows-layout offsets around the exact sub-sample
 // offset fu, and the weight of the upper one (stages/shared/kernel_lookup.hpp's bilinear, by runs).
@@ -240,18 +231,10 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock) linear_kernel(const Arg
 }
 
 // ---- uvflow (nearest lookup) ----
-// Each update needs one grid value and one kernel value; read from L2 for every visibility (as
-// gather does) that is 16 bytes per update. Two changes cut those reads:
-//  1. Locality order: the block is visited in the order of a 64-bit key (w-plane, widest first,
-//     then the Morton index of the cell), sorted on the device (a radix sort of the visibility indices; each
-//     prediction is written to its visibility's own position, so the output keeps the input's
-//     order and any input order works). Consecutive visibilities then share a plane and lie
-//     close in uv (about 0.1 ms a block for keys and sort on el56-82).
-//  2. Groups: a warp degrids up to kGroup visibilities of one plane and one sign of w whose cells
-//     lie within span_u along u and kSpanV along v of the first at once. It walks the union of
-//     their footprints, each lane owning a column: it loads each grid value once, into a
-//     register, and applies it to every member (one kernel load and 4 FMAs each), so the grid
-//     costs 8 / members bytes per update instead of 8. Sums are reduced per member at the end.
+// The locality order and groups of stages/shared/locality_order.cuh: a warp degrids up to kGroup
+// visibilities of one plane at once, loading each grid value of their footprints' union once, into
+// a register, and applying it to every member (one kernel load and 4 FMAs each), so the grid costs
+// 8 / members bytes per update instead of 8. Sums are reduced per member at the end.
 // Sizes measured on el56-82 (bench/results/h100_degrid.md): at 24 warps per SM groups of up to 6
 // (24.5 ms) beat 4, 5 and 8 (26.6, 25.5, 25.6 ms; 80 registers, a few spilled); 20 warps with 6
 // took 25.6 ms, 16 warps with 8 26.2 ms; kSpanV 1 or 2 forms smaller groups and is slower. Per
@@ -260,43 +243,8 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock) linear_kernel(const Arg
 constexpr int kGroup = 6, kSpanV = 3;
 constexpr int kRowSlots = (kGroup + 3) / 4 * 4;  // a union row's staged offsets, padded for 16-byte reads
 
-// Morton interleave: bit b of x goes to bit 2b.
-__device__ inline std::uint64_t spread_bits(std::uint32_t x) {
-  std::uint64_t v = x;
-  v = (v | (v << 16)) & 0x0000FFFF0000FFFFull;
-  v = (v | (v << 8)) & 0x00FF00FF00FF00FFull;
-  v = (v | (v << 4)) & 0x0F0F0F0F0F0F0F0Full;
-  v = (v | (v << 2)) & 0x3333333333333333ull;
-  v = (v | (v << 1)) & 0x5555555555555555ull;
-  return v;
-}
-
-// Each visibility's locality key ((planes - plane) above the Morton index of its cell, so the
-// widest kernels come first and the narrow ones fill the SMs' tail; 0 for one off the grid) and its
-// index; raw blocks are placed here, into `placed`.
-__global__ void locality_keys(const Args a, GridCoord* placed, int cell_bits, int planes, std::uint64_t* keys,
-                              std::int32_t* order) {
-  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < a.n;
-       i += std::int64_t(gridDim.x) * blockDim.x) {
-    GridCoord c;
-    if (!coord_of(a, i, c)) c = off_grid();
-    if (placed) placed[i] = c;
-    keys[i] = c.plane < 0 ? 0
-                          : (std::uint64_t(planes - c.plane) << (2 * cell_bits)) | spread_bits(std::uint32_t(c.u)) |
-                                (spread_bits(std::uint32_t(c.v)) << 1);
-    order[i] = std::int32_t(i);
-  }
-}
-
-// How far (cells) a member's u may lie from the group's first: the columns a footprint of L
-// leaves free in its lane layout (8, 16 or a multiple of 32 lanes), so the union costs no more
-// column passes than one footprint.
-__device__ inline int span_u(int L) {
-  const int lanes = L <= 8 ? 8 : (L <= 16 ? 16 : (L + kWarp - 1) / kWarp * kWarp);
-  return (lanes - L) / 2;
-}
-
-constexpr int kRowTile = 32;  // union rows whose kernel-row offsets a warp stages at once
+using locality::kRowTile;
+using locality::span_u;
 
 // A group of exactly K members (bits of `members`; each lane holds its entry in `mine`, `idx`) of
 // one plane, support s, whose footprints' union is W x H cells from (u_lo - s, v_lo - s). The
@@ -321,12 +269,7 @@ __device__ void degrid_group(const Args& a, const GridCoord& mine, std::int32_t 
   // start of its kernel runs in the table.
   const bool in = members >> lane & 1;
   const int rank = __popc(members & ((1u << lane) - 1));
-  __syncwarp();  // the previous group's readers are done
-  if (in) {
-    const int du = mine.u - u_lo, dv = mine.v - v_lo;
-    memb[rank] = make_int4(du, dv, mine.off_v - (dv + s) * o, plane_start + (mine.off_u + o / 2) * S * L);
-  }
-  __syncwarp();
+  locality::stage_members(members, mine, u_lo, v_lo, s, o, plane_start, memb);
   // G * conj(C) (plain C for conjugated kernels: the members share conj) as two sums of FMAs:
   // re += gr cr + gs ci, im += gi cr + gn ci with gs = sign gi, gn = -sign gr, set per grid value.
   const float sign = mine.conj ? -1.0f : 1.0f;  // every member's; lanes outside use none of it
@@ -345,16 +288,7 @@ __device__ void degrid_group(const Args& a, const GridCoord& mine, std::int32_t 
     for (int m = 0; m < K; ++m) part[m] = make_float2(0, 0);
     for (int y0 = 0; y0 < H; y0 += kRowTile) {
       const int rows = min(kRowTile, H - y0);
-      __syncwarp();  // the previous tile's readers are done
-      if (lane < rows) {
-        const int y = y0 + lane;
-#pragma unroll
-        for (int m = 0; m < K; ++m) {
-          const int4 p = memb[m];
-          rowp[lane][m] = unsigned(y - p.y) < unsigned(L) ? p.w + min(abs(p.z + y * o), S - 1) * L : zero_row;
-        }
-      }
-      __syncwarp();
+      locality::stage_rows<K>(memb, s, o, zero_row, y0, rows, rowp);
       if (on) {
 #pragma unroll(K <= 2 ? 4 : (K <= 4 ? 2 : 1))
         for (int yy = row; yy < rows; yy += R) {
@@ -400,93 +334,19 @@ __device__ void degrid_group_of(int n, const Args& a, const GridCoord& mine, std
   }
 }
 
-// grouped_kernel's shape: kGroupedWarps warps a block, one block per SM (on el56-82, 24 x 1 beat
-// 16 x 1, 12 x 2 and 8 x 3 by 19-49 %: one block's warps share the SM's L1), and as much L1 as the
-// block's shared memory leaves, since the kernel rows of a plane are reread from it.
-constexpr int kGroupedWarps = 24;
-// Blocks per range of the order: on el56-82 132 ranges (one per block) took 33.5 ms, 33 ranges (4
-// blocks each) 28.6 ms, 16, 8 and 4 ranges (8 to 33 blocks each) 27.5-27.8 ms, one range for all
-// (a single counter) 29.5 ms.
-constexpr int kBlocksPerRange = 8;
-
-// Where each plane's run begins and ends in the sorted order: run_begin / run_end[plane + 1]
-// (slot 0: off the grid; both zeroed beforehand, so empty planes have empty runs).
-__global__ void plane_runs(const std::uint64_t* keys, std::int64_t n, int cell_bits, int planes,
-                           std::int32_t* run_begin, std::int32_t* run_end) {
-  const auto plane = [&](std::int64_t i) { return keys[i] == 0 ? -1 : planes - int(keys[i] >> (2 * cell_bits)); };
-  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += std::int64_t(gridDim.x) * blockDim.x) {
-    const int p = plane(i);
-    if (i == 0 || plane(i - 1) != p) run_begin[p + 1] = std::int32_t(i);
-    if (i == n - 1 || plane(i + 1) != p) run_end[p + 1] = std::int32_t(i + 1);
-  }
-}
-
-// Cost of one entry of slot's run in kernel-point updates (an entry off the grid: 1, its zero).
-__device__ inline std::int64_t entry_cost(int slot, const std::int32_t* support) {
-  return slot == 0 ? 1 : std::int64_t(2 * support[slot - 1] + 1) * (2 * support[slot - 1] + 1);
-}
-
-// The runs in the order's order: off the grid first, then the planes from the last down.
-__device__ inline int slot_at(int j, int slots) { return j == 0 ? 0 : slots - j; }
-
-// work[j]: the updates of the j-th run of the order; work[slots] = 0, so its exclusive sum ends
-// with the total.
-__global__ void run_work(int slots, const std::int32_t* support, const std::int32_t* run_begin,
-                         const std::int32_t* run_end, std::int64_t* work) {
-  for (int j = blockIdx.x * blockDim.x + threadIdx.x; j <= slots; j += gridDim.x * blockDim.x) {
-    const int slot = slot_at(j, slots);
-    work[j] = j == slots ? 0 : (run_end[slot] - run_begin[slot]) * entry_cost(slot, support);
-  }
-}
-
-// The order cut into `ranges` contiguous ranges of equal work (work_before: the exclusive sum of
-// run_work): range r is [range_start[r], range_start[r + 1]); next[r] starts at its start.
-__global__ void work_ranges(std::int64_t n, int slots, const std::int32_t* support, const std::int32_t* run_begin,
-                            const std::int32_t* run_end, const std::int64_t* work_before, int ranges,
-                            std::int64_t* range_start, unsigned long long* next) {
-  for (int r = blockIdx.x * blockDim.x + threadIdx.x; r <= ranges; r += gridDim.x * blockDim.x) {
-    const std::int64_t total = work_before[slots], target = total / ranges * r + total % ranges * r / ranges;
-    int lo = 0, hi = slots;  // the last run whose work starts at or before the target
-    while (hi - lo > 1) {
-      const int mid = (lo + hi) / 2;
-      (work_before[mid] <= target ? lo : hi) = mid;
-    }
-    const int slot = slot_at(lo, slots);
-    const std::int64_t count = run_end[slot] - run_begin[slot];
-    const std::int64_t into = min((target - work_before[lo]) / entry_cost(slot, support), count);
-    const std::int64_t at = r == 0 ? 0 : (r == ranges ? n : (count == 0 ? n : run_begin[slot] + into));
-    range_start[r] = at;
-    if (r < ranges) next[r] = (unsigned long long)at;
-  }
-}
-
-// Warps take 32 entries of the locality order at a time from their block's range (a counter per
-// range; the ranges hold equal work), so the warps of an SM work on near entries, one plane and a
-// patch of uv, and the plane's kernel rows and the patch's grid rows are reread from L1 (hit rate
-// 46 % against 27 % with one counter for all, Nsight Compute on el56-82). A warp whose range is used
-// up takes from the next ranges in turn. Each lane loads one entry; then groups: the first pending
-// entry and the pending ones of its plane within span_u along u and span_v along v (at most
-// kGroup), until none is pending.
-__global__ void __launch_bounds__(kWarp* kGroupedWarps, 1)
+// The walker: the warp's claims on the order, each lane one entry (those off the grid predict 0),
+// then the entries by group.
+__global__ void __launch_bounds__(kWarp* locality::kWalkerWarps, 1)
     grouped_kernel(const Args a, const GridCoord* coords, const std::int32_t* order, int zero_row, int ranges,
                    const std::int64_t* range_start, unsigned long long* next) {
-  __shared__ __align__(16) int rowp[kGroupedWarps][kRowTile][kRowSlots];
-  __shared__ int4 memb[kGroupedWarps][kGroup];
+  __shared__ __align__(16) int rowp[locality::kWalkerWarps][kRowTile][kRowSlots];
+  __shared__ int4 memb[locality::kWalkerWarps][kGroup];
   const int lane = threadIdx.x & (kWarp - 1), w = threadIdx.x / kWarp;
   double predicted = 0, updates = 0;
-  int range = int(std::int64_t(blockIdx.x) * ranges / gridDim.x);
-  for (int visited = 0; visited < ranges;) {
-    unsigned long long claimed = 0;
-    if (lane == 0) claimed = atomicAdd(next + range, (unsigned long long)kWarp);
-    const auto c0 = std::int64_t(__shfl_sync(kFull, claimed, 0));
-    const std::int64_t end = range_start[range + 1];
-    if (c0 >= end) {
-      range = range + 1 == ranges ? 0 : range + 1;
-      ++visited;
-      continue;
-    }
-    const int count = int(min(std::int64_t(kWarp), end - c0));
+  locality::Claims claims(ranges);
+  std::int64_t c0;
+  int count;
+  while (claims.next(ranges, range_start, next, c0, count)) {
     std::int32_t idx = -1;
     GridCoord mine = off_grid();
     if (lane < count) {
@@ -500,17 +360,9 @@ __global__ void __launch_bounds__(kWarp* kGroupedWarps, 1)
     }
     unsigned pending = __ballot_sync(kFull, mine.plane >= 0);
     while (pending) {
-      const GridCoord lead = shfl_coord(mine, __ffs(pending) - 1);
-      const int s = lead.support, L = 2 * s + 1, su = span_u(L);
-      unsigned members = __ballot_sync(kFull, (pending >> lane & 1) && mine.plane == lead.plane && mine.conj == lead.conj &&
-                                                  abs(mine.u - lead.u) <= su && abs(mine.v - lead.v) <= kSpanV);
-      if (__popc(members) > kGroup) members &= (1u << __fns(members, 0, kGroup + 1)) - 1;  // the first kGroup
-      pending &= ~members;
-      const bool in = members >> lane & 1;
-      const int u_lo = __reduce_min_sync(kFull, in ? mine.u : INT_MAX), u_hi = __reduce_max_sync(kFull, in ? mine.u : INT_MIN);
-      const int v_lo = __reduce_min_sync(kFull, in ? mine.v : INT_MAX), v_hi = __reduce_max_sync(kFull, in ? mine.v : INT_MIN);
-      degrid_group_of<1, kGroup>(__popc(members), a, mine, idx, members, s, int(a.start[lead.plane]), zero_row,
-                                 u_lo, v_lo, u_hi - u_lo + L, v_hi - v_lo + L, rowp[w], memb[w]);
+      const locality::Group gr = locality::next_group<kGroup, kSpanV>(pending, mine);
+      degrid_group_of<1, kGroup>(__popc(gr.members), a, mine, idx, gr.members, gr.s, int(a.start[gr.plane]), zero_row,
+                                 gr.u_lo, gr.v_lo, gr.W, gr.H, rowp[w], memb[w]);
     }
   }
   add_work(a, predicted, updates);
@@ -667,19 +519,6 @@ __global__ void __launch_bounds__(kWarp* kWindowWarps) window_kernel(const Args 
 
 void cuda_check(cudaError_t e, const char* what) { device::check(e, "degrid.wproj (cuda)", what); }
 
-struct GroupedLaunch {
-  int blocks = 0, ranges = 0;
-};
-
-GroupedLaunch grouped_launch() {
-  const void* kernel = reinterpret_cast<const void*>(grouped_kernel);
-  cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 0), "carveout");
-  GroupedLaunch l;
-  l.blocks = device::resident_blocks(kernel, kWarp * kGroupedWarps);
-  l.ranges = std::max(1, l.blocks / kBlocksPerRange);
-  return l;
-}
-
 class WprojDegridderCuda final : public DeclaredStage<decl> {
  public:
   void check(const Params& p) override {
@@ -700,8 +539,7 @@ class WprojDegridderCuda final : public DeclaredStage<decl> {
         if (linear_) {
           max_blocks_ = device::resident_blocks(reinterpret_cast<const void*>(linear_kernel), kWarp * kWarpsPerBlock);
         } else {
-          grouped_ = grouped_launch();
-          max_blocks_ = grouped_.blocks * kWarp * kGroupedWarps / 256;  // the helper kernels' 256-thread blocks
+          walker_ = locality::walker_launch(reinterpret_cast<const void*>(grouped_kernel));
         }
         break;
       case Design::scatter:
@@ -798,71 +636,17 @@ class WprojDegridderCuda final : public DeclaredStage<decl> {
     return unsigned(std::max<std::int64_t>(1, std::min<std::int64_t>((n + threads - 1) / threads, max_blocks_)));
   }
 
-  // The locality order (keys, then a stable radix sort of the visibility indices by them), then the
-  // groups. Raw blocks are placed by the key kernel into a coords array of their own.
+  // The locality order, then the walker.
   void grouped(const Args& a, const std::shared_ptr<const KernelStack>& stack, const device::Stream& stream) {
     auto s = static_cast<cudaStream_t>(stream.native());
-    const KernelStack& ks = *stack;
-    if (table_of_ != stack) {
-      // The rows layout and a run of zeros after it, in one array that 32-bit offsets reach: what
-      // a warp stages per row and member is then 4 bytes, and a row's K offsets one shared read.
-      const std::size_t values = ks.rows.size() + std::size_t(2 * ks.max_support + 1);
-      if (values > std::size_t(INT_MAX))
-        throw InputError("degrid.wproj (cuda): the kernel stack's rows layout has " + std::to_string(ks.rows.size()) +
-                         " values, more than the uvflow variant addresses (2^31); use fewer w-planes or oversample "
-                         "less, or variant gather");
-      if (!table_.empty()) keep_until(stream.record(), {&table_});  // kernels queued may still read it
-      table_ = Array<cfloat>::device(values, stream);
-      device::copy(table_.data(), ks.rows.data(), ks.rows.bytes(), device::Copy::device_to_device, stream);
-      device::memset_zero(table_.data() + ks.rows.size(), (values - ks.rows.size()) * sizeof(cfloat), stream);
-      table_of_ = stack;
-    }
-    const int cell_bits = std::max(1, int(std::bit_width(unsigned(ks.geom.grid_size - 1))));
-    const int end_bit = 2 * cell_bits + int(std::bit_width(unsigned(ks.planes)));
-    if (end_bit > 64)
-      throw InputError("degrid.wproj (cuda): a grid of " + std::to_string(ks.geom.grid_size) + " cells and " +
-                       std::to_string(ks.planes) + " planes needs locality keys of more than 64 bits");
-    auto placed = Array<GridCoord>::device(a.coords ? 0 : a.n, stream);
-    auto keys_a = Array<std::uint64_t>::device(a.n, stream), keys_b = Array<std::uint64_t>::device(a.n, stream);
-    auto order_a = Array<std::int32_t>::device(a.n, stream), order_b = Array<std::int32_t>::device(a.n, stream);
-    locality_keys<<<grid_blocks(a.n, 256), 256, 0, s>>>(a, a.coords ? nullptr : placed.data(), cell_bits, ks.planes,
-                                                        keys_a.data(), order_a.data());
-    device::check_launch("degrid.wproj: locality_keys");
-    cub::DoubleBuffer<std::uint64_t> keys(keys_a.data(), keys_b.data());
-    cub::DoubleBuffer<std::int32_t> order(order_a.data(), order_b.data());
-    std::size_t bytes = 0;
-    cuda_check(cub::DeviceRadixSort::SortPairs(nullptr, bytes, keys, order, a.n, 0, end_bit, s), "sort size");
-    auto temp = Array<std::uint8_t>::device(std::max<std::size_t>(bytes, 1), stream);
-    cuda_check(cub::DeviceRadixSort::SortPairs(temp.data(), bytes, keys, order, a.n, 0, end_bit, s), "sort");
-    // The order cut into ranges of equal work, each shared by kBlocksPerRange thread blocks.
-    const int slots = ks.planes + 1, ranges = grouped_.ranges;
-    auto runs = Array<std::int32_t>::device(2 * slots, stream);
-    device::memset_zero(runs.data(), runs.bytes(), stream);
-    std::int32_t *run_begin = runs.data(), *run_end = runs.data() + slots;
-    plane_runs<<<grid_blocks(a.n, 256), 256, 0, s>>>(keys.Current(), a.n, cell_bits, ks.planes, run_begin, run_end);
-    device::check_launch("degrid.wproj: plane_runs");
-    auto work = Array<std::int64_t>::device(slots + 1, stream), work_before = Array<std::int64_t>::device(slots + 1, stream);
-    run_work<<<(slots + 256) / 256, 256, 0, s>>>(slots, a.support, run_begin, run_end, work.data());
-    device::check_launch("degrid.wproj: run_work");
-    std::size_t scan_bytes = 0;
-    cuda_check(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, work.data(), work_before.data(), slots + 1, s),
-               "scan size");
-    auto scan_temp = Array<std::uint8_t>::device(std::max<std::size_t>(scan_bytes, 1), stream);
-    cuda_check(cub::DeviceScan::ExclusiveSum(scan_temp.data(), scan_bytes, work.data(), work_before.data(), slots + 1, s),
-               "scan");
-    auto range_start = Array<std::int64_t>::device(ranges + 1, stream);
-    auto next = Array<unsigned long long>::device(ranges, stream);
-    work_ranges<<<(ranges + 256) / 256, 256, 0, s>>>(a.n, slots, a.support, run_begin, run_end, work_before.data(),
-                                                     ranges, range_start.data(), next.data());
-    device::check_launch("degrid.wproj: work_ranges");
     Args at = a;  // the rows layout as the copy with its run of zeros
-    at.kernels = reinterpret_cast<const float2*>(table_.data());
-    grouped_kernel<<<unsigned(grouped_.blocks), kWarp * kGroupedWarps, 0, s>>>(
-        at, a.coords ? a.coords : placed.data(), order.Current(), int(ks.rows.size()), ranges, range_start.data(),
-        next.data());
+    at.kernels = table_.of(stack, stream, "degrid.wproj (cuda)");
+    locality::Order order;
+    order.build({a.g, a.n, a.coords, a.uu, a.vv, a.ww, a.support}, *stack, walker_.ranges, stream, "degrid.wproj (cuda)");
+    grouped_kernel<<<unsigned(walker_.blocks), kWarp * locality::kWalkerWarps, 0, s>>>(
+        at, order.coords(), order.order(), table_.zero_row(), order.ranges(), order.range_start(), order.next());
     device::check_launch("degrid.wproj: grouped_kernel");
-    keep_until(stream.record(), {&placed, &keys_a, &keys_b, &order_a, &order_b, &temp, &runs, &work, &work_before,
-                                 &scan_temp, &range_start, &next});
+    order.release(stream);
   }
 
   // Bucket the (visibility, tile) pairs by tile, then a thread block per tile. The pair count is
@@ -947,12 +731,9 @@ class WprojDegridderCuda final : public DeclaredStage<decl> {
 
   Design design_ = Design::uvflow;
   int max_blocks_ = 1;
-  GroupedLaunch grouped_;
+  locality::WalkerLaunch walker_;
   Array<double> work_;
-  // uvflow: the rows layout and a run of zeros (the row of those outside a footprint), of table_of_
-  // (held, so that another stack cannot take its address and be mistaken for it).
-  Array<cfloat> table_;
-  std::shared_ptr<const KernelStack> table_of_;
+  locality::RowsTable table_;  // uvflow
 };
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include "stages/grid/moving_window.hpp"
 #include "stages/shared/baseline_groups.hpp"
 #include "stages/shared/device_grid.hpp"
+#include "stages/shared/grid_atomics.cuh"
 #include "stages/shared/placement.hpp"
 
 namespace uvflow::grid_moving_window {
@@ -57,15 +58,6 @@ __global__ void identity_order(std::int32_t* p, std::int64_t n) {
 __device__ inline int wrap(int a, int L) {
   const int r = a % L;
   return r < 0 ? r + L : r;
-}
-
-__device__ inline void commit(float2* cell, float2 add) {
-#if __CUDA_ARCH__ >= 900
-  atomicAdd(cell, add);
-#else
-  atomicAdd(&cell->x, add.x);
-  atomicAdd(&cell->y, add.y);
-#endif
 }
 
 __global__ void __launch_bounds__(kThreads) window_kernel(const Args a) {
@@ -130,7 +122,7 @@ __global__ void __launch_bounds__(kThreads) window_kernel(const Args a) {
           const int gu = u - s + wrap(x - (u - s), L), gv = v - s + wrap(y - (v - s), L);
           const std::int64_t here = std::int64_t(gv) * n_grid + gu;
           if (here != cell) {
-            if (cell >= 0) commit(a.grid + cell, acc);
+            if (cell >= 0) add_cell(a.grid + cell, acc);
             acc = make_float2(0, 0);
             cell = here;
           }
@@ -140,7 +132,7 @@ __global__ void __launch_bounds__(kThreads) window_kernel(const Args a) {
           acc.x += val.x * k.x - val.y * k.y;
           acc.y += val.y * k.x + val.x * k.y;
         }
-        if (cell >= 0) commit(a.grid + cell, acc);
+        if (cell >= 0) add_cell(a.grid + cell, acc);
       }
     }
   }

@@ -40,6 +40,7 @@
 #include "stages/grid/tiled.hpp"
 #include "runtime/payloads/kernel_stack_builder.hpp"
 #include "stages/shared/chebyshev.hpp"
+#include "stages/shared/grid_atomics.cuh"
 #include "stages/shared/placement.hpp"
 
 namespace uvflow::grid_tiled {
@@ -139,12 +140,7 @@ __device__ inline void add_to_grid(const BlockArgs& a, std::int64_t cell, float2
     atomicAdd(&a.grid64[cell].x, double(v.x));
     atomicAdd(&a.grid64[cell].y, double(v.y));
   } else {
-#if __CUDA_ARCH__ >= 900
-    atomicAdd(a.grid + cell, v);  // one vector atomic per cell (each float still added atomically)
-#else
-    atomicAdd(&a.grid[cell].x, v.x);
-    atomicAdd(&a.grid[cell].y, v.y);
-#endif
+    add_cell(a.grid + cell, v);
   }
 }
 

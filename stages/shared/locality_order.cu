@@ -1,0 +1,195 @@
+#include "stages/shared/locality_order.cuh"
+
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_scan.cuh>
+
+#include <algorithm>
+#include <bit>
+#include <string>
+
+#include "runtime/cuda_check.hpp"
+#include "runtime/error.hpp"
+
+namespace uvflow::locality {
+namespace {
+
+__device__ inline bool coord_of(const Source& a, std::int64_t i, GridCoord& c) {
+  if (a.coords) {
+    c = a.coords[i];
+    return c.plane >= 0;
+  }
+  return place(a.g, a.support, a.uu[i], a.vv[i], a.ww[i], c) == Placed::inside;
+}
+
+// Morton interleave: bit b of x goes to bit 2b.
+__device__ inline std::uint64_t spread_bits(std::uint32_t x) {
+  std::uint64_t v = x;
+  v = (v | (v << 16)) & 0x0000FFFF0000FFFFull;
+  v = (v | (v << 8)) & 0x00FF00FF00FF00FFull;
+  v = (v | (v << 4)) & 0x0F0F0F0F0F0F0F0Full;
+  v = (v | (v << 2)) & 0x3333333333333333ull;
+  v = (v | (v << 1)) & 0x5555555555555555ull;
+  return v;
+}
+
+// Each visibility's locality key ((planes - plane) above the Morton index of its cell, so the
+// widest kernels come first and the narrow ones fill the SMs' tail; 0 for one off the grid) and its
+// index; raw blocks are placed here, into `placed`.
+__global__ void locality_keys(const Source a, GridCoord* placed, int cell_bits, int planes, std::uint64_t* keys,
+                              std::int32_t* order) {
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < a.n;
+       i += std::int64_t(gridDim.x) * blockDim.x) {
+    GridCoord c;
+    if (!coord_of(a, i, c)) c = off_grid();
+    if (placed) placed[i] = c;
+    keys[i] = c.plane < 0 ? 0
+                          : (std::uint64_t(planes - c.plane) << (2 * cell_bits)) | spread_bits(std::uint32_t(c.u)) |
+                                (spread_bits(std::uint32_t(c.v)) << 1);
+    order[i] = std::int32_t(i);
+  }
+}
+
+// Where each plane's run begins and ends in the sorted order: run_begin / run_end[plane + 1]
+// (slot 0: off the grid; both zeroed beforehand, so empty planes have empty runs).
+__global__ void plane_runs(const std::uint64_t* keys, std::int64_t n, int cell_bits, int planes,
+                           std::int32_t* run_begin, std::int32_t* run_end) {
+  const auto plane = [&](std::int64_t i) { return keys[i] == 0 ? -1 : planes - int(keys[i] >> (2 * cell_bits)); };
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::int64_t(gridDim.x) * blockDim.x) {
+    const int p = plane(i);
+    if (i == 0 || plane(i - 1) != p) run_begin[p + 1] = std::int32_t(i);
+    if (i == n - 1 || plane(i + 1) != p) run_end[p + 1] = std::int32_t(i + 1);
+  }
+}
+
+// Cost of one entry of slot's run in kernel-point updates (an entry off the grid: 1).
+__device__ inline std::int64_t entry_cost(int slot, const std::int32_t* support) {
+  return slot == 0 ? 1 : std::int64_t(2 * support[slot - 1] + 1) * (2 * support[slot - 1] + 1);
+}
+
+// The runs in the order's order: off the grid first, then the planes from the last down.
+__device__ inline int slot_at(int j, int slots) { return j == 0 ? 0 : slots - j; }
+
+// work[j]: the updates of the j-th run of the order; work[slots] = 0, so its exclusive sum ends
+// with the total.
+__global__ void run_work(int slots, const std::int32_t* support, const std::int32_t* run_begin,
+                         const std::int32_t* run_end, std::int64_t* work) {
+  for (int j = blockIdx.x * blockDim.x + threadIdx.x; j <= slots; j += gridDim.x * blockDim.x) {
+    const int slot = slot_at(j, slots);
+    work[j] = j == slots ? 0 : (run_end[slot] - run_begin[slot]) * entry_cost(slot, support);
+  }
+}
+
+// The order cut into `ranges` contiguous ranges of equal work (work_before: the exclusive sum of
+// run_work): range r is [range_start[r], range_start[r + 1]); next[r] starts at its start.
+__global__ void work_ranges(std::int64_t n, int slots, const std::int32_t* support, const std::int32_t* run_begin,
+                            const std::int32_t* run_end, const std::int64_t* work_before, int ranges,
+                            std::int64_t* range_start, unsigned long long* next) {
+  for (int r = blockIdx.x * blockDim.x + threadIdx.x; r <= ranges; r += gridDim.x * blockDim.x) {
+    const std::int64_t total = work_before[slots], target = total / ranges * r + total % ranges * r / ranges;
+    int lo = 0, hi = slots;  // the last run whose work starts at or before the target
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) / 2;
+      (work_before[mid] <= target ? lo : hi) = mid;
+    }
+    const int slot = slot_at(lo, slots);
+    const std::int64_t count = run_end[slot] - run_begin[slot];
+    const std::int64_t into = min((target - work_before[lo]) / entry_cost(slot, support), count);
+    const std::int64_t at = r == 0 ? 0 : (r == ranges ? n : (count == 0 ? n : run_begin[slot] + into));
+    range_start[r] = at;
+    if (r < ranges) next[r] = (unsigned long long)at;
+  }
+}
+
+unsigned helper_blocks(std::int64_t n) {
+  static const int resident = device::resident_blocks(reinterpret_cast<const void*>(locality_keys), 256);
+  return unsigned(std::max<std::int64_t>(1, std::min<std::int64_t>((n + 255) / 256, resident)));
+}
+
+}  // namespace
+
+void Order::build(const Source& src, const KernelStack& ks, int ranges, const device::Stream& stream,
+                  const char* who) {
+  const auto cuda_check = [who](cudaError_t e, const char* what) { device::check(e, who, what); };
+  auto s = static_cast<cudaStream_t>(stream.native());
+  const std::int64_t n = src.n;
+  const int cell_bits = std::max(1, int(std::bit_width(unsigned(ks.geom.grid_size - 1))));
+  const int end_bit = 2 * cell_bits + int(std::bit_width(unsigned(ks.planes)));
+  if (end_bit > 64)
+    throw InputError(std::string(who) + ": a grid of " + std::to_string(ks.geom.grid_size) + " cells and " +
+                     std::to_string(ks.planes) + " planes needs locality keys of more than 64 bits");
+  placed_ = Array<GridCoord>::device(src.coords ? 0 : n, stream);
+  keys_a_ = Array<std::uint64_t>::device(n, stream);
+  keys_b_ = Array<std::uint64_t>::device(n, stream);
+  order_a_ = Array<std::int32_t>::device(n, stream);
+  order_b_ = Array<std::int32_t>::device(n, stream);
+  locality_keys<<<helper_blocks(n), 256, 0, s>>>(src, src.coords ? nullptr : placed_.data(), cell_bits, ks.planes,
+                                                 keys_a_.data(), order_a_.data());
+  device::check_launch("locality order: locality_keys");
+  cub::DoubleBuffer<std::uint64_t> keys(keys_a_.data(), keys_b_.data());
+  cub::DoubleBuffer<std::int32_t> order(order_a_.data(), order_b_.data());
+  std::size_t sort_bytes = 0, scan_bytes = 0;
+  const int slots = ks.planes + 1;
+  work_ = Array<std::int64_t>::device(slots + 1, stream);
+  work_before_ = Array<std::int64_t>::device(slots + 1, stream);
+  cuda_check(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, keys, order, n, 0, end_bit, s), "sort size");
+  cuda_check(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, work_.data(), work_before_.data(), slots + 1, s),
+             "scan size");
+  temp_ = Array<std::uint8_t>::device(std::max({sort_bytes, scan_bytes, std::size_t(1)}), stream);
+  cuda_check(cub::DeviceRadixSort::SortPairs(temp_.data(), sort_bytes, keys, order, n, 0, end_bit, s), "sort");
+  // The order cut into ranges of equal work.
+  runs_ = Array<std::int32_t>::device(2 * slots, stream);
+  device::memset_zero(runs_.data(), runs_.bytes(), stream);
+  std::int32_t *run_begin = runs_.data(), *run_end = runs_.data() + slots;
+  plane_runs<<<helper_blocks(n), 256, 0, s>>>(keys.Current(), n, cell_bits, ks.planes, run_begin, run_end);
+  device::check_launch("locality order: plane_runs");
+  run_work<<<(slots + 256) / 256, 256, 0, s>>>(slots, src.support, run_begin, run_end, work_.data());
+  device::check_launch("locality order: run_work");
+  cuda_check(cub::DeviceScan::ExclusiveSum(temp_.data(), scan_bytes, work_.data(), work_before_.data(), slots + 1, s),
+             "scan");
+  range_start_ = Array<std::int64_t>::device(ranges + 1, stream);
+  next_ = Array<unsigned long long>::device(ranges, stream);
+  work_ranges<<<(ranges + 256) / 256, 256, 0, s>>>(n, slots, src.support, run_begin, run_end, work_before_.data(),
+                                                   ranges, range_start_.data(), next_.data());
+  device::check_launch("locality order: work_ranges");
+  coords_ = src.coords ? src.coords : placed_.data();
+  order_ = order.Current();
+  ranges_ = ranges;
+}
+
+void Order::release(const device::Stream& stream) {
+  keep_until(stream.record(), {&placed_, &keys_a_, &keys_b_, &order_a_, &order_b_, &runs_, &work_, &work_before_,
+                               &range_start_, &next_, &temp_});
+}
+
+const float2* RowsTable::of(const std::shared_ptr<const KernelStack>& stack, const device::Stream& stream,
+                            const char* stage) {
+  const KernelStack& ks = *stack;
+  if (of_ != stack) {
+    if (ks.rows_start.size() != std::size_t(ks.planes) || ks.rows.empty())
+      throw InputError(std::string(stage) + ": the kernel stack has no rows layout: set kernels.wproj's layouts to "
+                       "rows or all");
+    const std::size_t values = ks.rows.size() + std::size_t(2 * ks.max_support + 1);
+    if (values > std::size_t(INT_MAX))
+      throw InputError(std::string(stage) + ": the kernel stack's rows layout has " + std::to_string(ks.rows.size()) +
+                       " values, more than variant uvflow addresses (2^31); use fewer w-planes or oversample less");
+    if (!table_.empty()) keep_until(stream.record(), {&table_});  // kernels queued may still read it
+    table_ = Array<cfloat>::device(values, stream);
+    device::copy(table_.data(), ks.rows.data(), ks.rows.bytes(), device::Copy::device_to_device, stream);
+    device::memset_zero(table_.data() + ks.rows.size(), (values - ks.rows.size()) * sizeof(cfloat), stream);
+    of_ = stack;
+    zero_row_ = int(ks.rows.size());
+  }
+  return reinterpret_cast<const float2*>(table_.data());
+}
+
+WalkerLaunch walker_launch(const void* kernel) {
+  device::check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 0), "locality walker",
+                "carveout");
+  WalkerLaunch l;
+  l.blocks = device::resident_blocks(kernel, kWarp * kWalkerWarps);
+  l.ranges = std::max(1, l.blocks / kBlocksPerRange);
+  return l;
+}
+
+}  // namespace uvflow::locality

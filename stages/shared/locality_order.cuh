@@ -1,0 +1,216 @@
+// The visiting order and the groups shared by the two `uvflow` cuda designs that walk w-projection
+// footprints in groups: degrid.wproj (a gather per group) and grid.atomic (its transpose, one
+// atomic per union point). .cu files only.
+//
+// Each update needs one grid value and one kernel value; read from L2 for every visibility that
+// is 16 bytes per update. Two things cut those reads:
+//  1. Locality order: a block is visited in the order of a 64-bit key (w-plane, widest first, then
+//     the Morton index of the cell), radix-sorted on the device, so consecutive visibilities share
+//     a plane and lie close in uv. The order is cut into ranges of equal kernel-point work, each
+//     shared by a few thread blocks (one per SM), so the warps of an SM work on one plane and a
+//     patch of uv and reread its kernel rows and grid rows from L1 (bench/results/h100_degrid.md).
+//  2. Groups: a warp takes up to K visibilities of one plane and one sign of w whose cells lie
+//     within span_u along u and kSpanV along v of the first, and walks the union of their
+//     footprints, each lane owning a column: one grid access per union point serves every member.
+// The walkers' loops are written out in each kernel from Claims and next_group: the same loop
+// behind a shared template taking the per-entry and per-group work as lambdas compiled to a
+// degridder 27 % slower (31.3 against 24.4 ms on el56-82, fewer instructions, more stalls).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <climits>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+
+#include "runtime/buffer.hpp"
+#include "runtime/cuda_check.hpp"
+#include "runtime/device.hpp"
+#include "runtime/payloads/kernels.hpp"
+#include "stages/shared/placement.hpp"
+
+namespace uvflow::locality {
+
+constexpr unsigned kFull = 0xffffffffu;
+constexpr int kWarp = 32;
+// Warps per thread block of a group walker, one block per SM (on el56-82, 24 x 1 beat 16 x 1,
+// 12 x 2 and 8 x 3 by 19-49 %: one block's warps share the SM's L1).
+constexpr int kWalkerWarps = 24;
+// Thread blocks per range of the order: on el56-82 (degridding) 132 ranges (one per block) took
+// 33.5 ms, 33 ranges 28.6 ms, 16, 8 and 4 ranges 27.5-27.8 ms, one range for all 29.5 ms.
+constexpr int kBlocksPerRange = 8;
+constexpr int kRowTile = 32;  // union rows whose kernel-row offsets a warp stages at once
+
+// Where the visibilities of a block are: placed coords (uvw.w_sort's), or null and the raw uvw
+// to place them from.
+struct Source {
+  Placement g;
+  std::int64_t n = 0;
+  const GridCoord* coords = nullptr;
+  const float *uu = nullptr, *vv = nullptr, *ww = nullptr;
+  const std::int32_t* support = nullptr;
+};
+
+// A block's locality order on the device, its ranges and their claim counters, built on a stream.
+// The caller launches its walker on the same stream, then calls release().
+class Order {
+ public:
+  // Keys, sort, plane runs, and `ranges` ranges of equal work. Raw blocks are placed here, into
+  // coords() (placed blocks: coords() is theirs). `who` names the stage in errors.
+  void build(const Source& src, const KernelStack& ks, int ranges, const device::Stream& stream, const char* who);
+  // The arrays are kept until the work queued on `stream` so far is done.
+  void release(const device::Stream& stream);
+
+  const GridCoord* coords() const { return coords_; }
+  const std::int32_t* order() const { return order_; }
+  const std::int64_t* range_start() const { return range_start_.data(); }
+  unsigned long long* next() { return next_.data(); }
+  int ranges() const { return ranges_; }
+
+ private:
+  const GridCoord* coords_ = nullptr;
+  const std::int32_t* order_ = nullptr;
+  int ranges_ = 0;
+  Array<GridCoord> placed_;
+  Array<std::uint64_t> keys_a_, keys_b_;
+  Array<std::int32_t> order_a_, order_b_, runs_;
+  Array<std::int64_t> work_, work_before_, range_start_;
+  Array<unsigned long long> next_;
+  Array<std::uint8_t> temp_;
+};
+
+// The stack's rows layout with a run of zeros after it, in one array that 32-bit offsets reach:
+// what a warp stages per union row and member is then 4 bytes, a row's offsets one shared read,
+// and zero_row() (the run's start) the row of every row outside a member's footprint. Copied once
+// per stack, which is held so that another stack cannot take its address and be mistaken for it.
+class RowsTable {
+ public:
+  // Throws InputError (naming `stage`) when the layout is missing or too large for 32-bit offsets.
+  const float2* of(const std::shared_ptr<const KernelStack>& stack, const device::Stream& stream, const char* stage);
+  int zero_row() const { return zero_row_; }
+
+ private:
+  Array<cfloat> table_;
+  std::shared_ptr<const KernelStack> of_;
+  int zero_row_ = 0;
+};
+
+// How many walker blocks fill the device once (one per SM at kWalkerWarps warps, as much L1 as
+// the block's shared memory leaves, since kernel rows are reread from it) and the ranges for them.
+struct WalkerLaunch {
+  int blocks = 0, ranges = 0;
+};
+WalkerLaunch walker_launch(const void* kernel);
+
+__device__ inline GridCoord shfl_coord(const GridCoord& c, int src) {
+  static_assert(sizeof(GridCoord) == sizeof(int4));
+  int4 v;
+  memcpy(&v, &c, sizeof v);
+  v.x = __shfl_sync(kFull, v.x, src);
+  v.y = __shfl_sync(kFull, v.y, src);
+  v.z = __shfl_sync(kFull, v.z, src);
+  v.w = __shfl_sync(kFull, v.w, src);
+  GridCoord out;
+  memcpy(&out, &v, sizeof out);
+  return out;
+}
+
+// How far (cells) a member's u may lie from the group's first: the columns a footprint of L
+// leaves free in its lane layout (8, 16 or a multiple of 32 lanes), so the union costs no more
+// column passes than one footprint.
+__device__ inline int span_u(int L) {
+  const int lanes = L <= 8 ? 8 : (L <= 16 ? 16 : (L + kWarp - 1) / kWarp * kWarp);
+  return (lanes - L) / 2;
+}
+
+// A warp's claims on the order: warps take 32 entries at a time from their block's range (a
+// counter per range; the ranges hold equal work), so the warps of an SM work on near entries, one
+// plane and a patch of uv, and reread the plane's kernel rows and the patch's grid rows from L1 (hit
+// rate 46 % against 27 % with one counter for all, Nsight Compute on el56-82, degridding). A warp
+// whose range is used up takes from the next ranges in turn.
+struct Claims {
+  int range, visited = 0;
+  __device__ explicit Claims(int ranges) : range(int(std::int64_t(blockIdx.x) * ranges / gridDim.x)) {}
+  // The warp's next entries [c0, c0 + count), count <= 32; false when every range is used up.
+  __device__ __forceinline__ bool next(int ranges, const std::int64_t* range_start, unsigned long long* counters,
+                                       std::int64_t& c0, int& count) {
+    const int lane = threadIdx.x & (kWarp - 1);
+    while (visited < ranges) {
+      unsigned long long claimed = 0;
+      if (lane == 0) claimed = atomicAdd(counters + range, (unsigned long long)kWarp);
+      c0 = std::int64_t(__shfl_sync(kFull, claimed, 0));
+      const std::int64_t end = range_start[range + 1];
+      if (c0 < end) {
+        count = int(min(std::int64_t(kWarp), end - c0));
+        return true;
+      }
+      range = range + 1 == ranges ? 0 : range + 1;
+      ++visited;
+    }
+    return false;
+  }
+};
+
+// A group: the first pending entry of the warp (lane bits `pending`, each lane holding its entry in
+// `mine`) and the pending ones of its plane and sign of w within span_u along u and kSpanV along v
+// (at most kGroup); removed from `pending`. Their support s, plane, and the union of their
+// footprints: W x H cells from (u_lo - s, v_lo - s).
+struct Group {
+  unsigned members;
+  int s, plane, u_lo, v_lo, W, H;
+};
+template <int kGroup, int kSpanV>
+__device__ __forceinline__ Group next_group(unsigned& pending, const GridCoord& mine) {
+  const int lane = threadIdx.x & (kWarp - 1);
+  const GridCoord lead = shfl_coord(mine, __ffs(pending) - 1);
+  const int s = lead.support, L = 2 * s + 1, su = span_u(L);
+  unsigned members = __ballot_sync(kFull, (pending >> lane & 1) && mine.plane == lead.plane &&
+                                              mine.conj == lead.conj && abs(mine.u - lead.u) <= su &&
+                                              abs(mine.v - lead.v) <= kSpanV);
+  if (__popc(members) > kGroup) members &= (1u << __fns(members, 0, kGroup + 1)) - 1;  // the first kGroup
+  pending &= ~members;
+  const bool in = members >> lane & 1;
+  const int u_lo = __reduce_min_sync(kFull, in ? mine.u : INT_MAX);
+  const int u_hi = __reduce_max_sync(kFull, in ? mine.u : INT_MIN);
+  const int v_lo = __reduce_min_sync(kFull, in ? mine.v : INT_MAX);
+  const int v_hi = __reduce_max_sync(kFull, in ? mine.v : INT_MIN);
+  return {members, s, lead.plane, u_lo, v_lo, u_hi - u_lo + L, v_hi - v_lo + L};
+}
+
+// Member `rank` of a group (each member lane passes its own entry `mine`), staged in shared memory
+// for the walk of the union of footprints from (u_lo - s, v_lo - s): x: its offset du in the
+// union, y: dv, z: a_row, with which union row y (footprint row y - dv) reads table row
+// |a_row + y o|, w: the start of its kernel runs in the rows layout (plane_start + its off_u's run).
+__device__ __forceinline__ void stage_members(unsigned members, const GridCoord& mine, int u_lo, int v_lo, int s,
+                                              int o, int plane_start, int4* memb) {
+  const int lane = threadIdx.x & (kWarp - 1), L = 2 * s + 1, S = kernel_half_size(o, s);
+  __syncwarp();  // the previous group's readers are done
+  if (members >> lane & 1) {
+    const int du = mine.u - u_lo, dv = mine.v - v_lo;
+    memb[__popc(members & ((1u << lane) - 1))] =
+        make_int4(du, dv, mine.off_v - (dv + s) * o, plane_start + (mine.off_u + o / 2) * S * L);
+  }
+  __syncwarp();
+}
+
+// For union rows y0 .. y0 + rows - 1 (rows <= kRowTile): where each of the K members' kernel rows
+// starts (an offset into the table; `zero_row`, a run of zeros, for rows outside its footprint),
+// so that a point's K offsets are one broadcast shared read.
+template <int K, int kSlots>
+__device__ __forceinline__ void stage_rows(const int4* memb, int s, int o, int zero_row, int y0, int rows,
+                                           int (*rowp)[kSlots]) {
+  const int lane = threadIdx.x & (kWarp - 1), L = 2 * s + 1, S = kernel_half_size(o, s);
+  __syncwarp();  // the previous tile's readers are done
+  if (lane < rows) {
+    const int y = y0 + lane;
+#pragma unroll
+    for (int m = 0; m < K; ++m) {
+      const int4 p = memb[m];
+      rowp[lane][m] = unsigned(y - p.y) < unsigned(L) ? p.w + min(abs(p.z + y * o), S - 1) * L : zero_row;
+    }
+  }
+  __syncwarp();
+}
+
+}  // namespace uvflow::locality
