@@ -187,3 +187,12 @@ TEST(GridAtomicCpu, RejectsInconsistentInputs) {
   nan->uu[4] = std::numeric_limits<float>::quiet_NaN();
   expect_input_error(ks, nan, "visibility 4");
 }
+
+// The uvflow variant is a cuda design: the cpu backend refuses it rather than run Listing 9 instead.
+TEST(GridAtomicCpu, RefusesTheCudaVariant) {
+  std::mt19937_64 rng(11);
+  auto ks = random_kernel_stack(rng, 3, 4, 4, 64);
+  EXPECT_THROW(run_gridder(grid_atomic::spec(), "cpu", ks, {make_block(*ks, random_vis(rng, *ks, 10))},
+                           {{"variant", std::string("uvflow")}}),
+               ParamError);
+}

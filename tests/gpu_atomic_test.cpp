@@ -1,6 +1,8 @@
-// grid.atomic, cuda backend, against its cpu backend (which atomic_test.cpp checks against
-// Listing 1): the same random kernels and visibilities, uploaded, gridded on the device through
-// the harness, downloaded and compared. Fixed and fresh random seeds. Skips without a CUDA device.
+// grid.atomic, cuda backend (both variants), against its cpu backend (which atomic_test.cpp checks
+// against Listing 1): the same random kernels and visibilities, uploaded, gridded on the device
+// through the harness, downloaded and compared. Fixed and fresh random seeds; for the uvflow
+// variant also dense clusters (its groups, both signs of w mixed) and blocks placed by uvw.w_sort.
+// Skips without a CUDA device.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "stages/grid/atomic.hpp"
+#include "stages/uvw/w_sort.hpp"
 #include "tests/support/gpu_test.hpp"
 #include "tests/support/grid_cases.hpp"
 #include "tests/support/seeds.hpp"
@@ -23,14 +26,16 @@ namespace {
 using Blocks = std::vector<std::shared_ptr<const VisBlock>>;
 
 
-class GridAtomicGpu : public test::GpuTest {
+class GridAtomicGpu : public test::GpuTest, public ::testing::WithParamInterface<const char*> {
  protected:
-  // Runs the cuda backend on device copies of the inputs; returns its grid, downloaded, and work.
+  // Runs the cuda backend's variant on device copies of the inputs; returns its grid, downloaded,
+  // and work.
   GridRun grid_cuda(const std::shared_ptr<const KernelStack>& ks, const Blocks& blocks) {
     Blocks on_device;
     for (auto& b : blocks) on_device.push_back(moved(b, Location::device));
     auto dks = moved(ks, Location::device);
-    const GridRun run = run_gridder(grid_atomic::spec(), "cuda", dks, on_device);
+    const GridRun run =
+        run_gridder(grid_atomic::spec(), "cuda", dks, on_device, {{"variant", std::string(GetParam())}});
     EXPECT_EQ(run.grid->cells.location(), Location::device);
     EXPECT_EQ(run.grid->totals.location(), Location::device);
     auto host = moved(std::shared_ptr<const Grid>(run.grid), Location::host);
@@ -48,6 +53,9 @@ class GridAtomicGpu : public test::GpuTest {
     EXPECT_EQ(g.gridded(), ref.gridded());
     EXPECT_EQ(g.skipped(), ref.skipped());
     EXPECT_EQ(gpu.work.visibilities, cpu.work.visibilities);
+    if (std::string(GetParam()) == "uvflow") {
+      EXPECT_EQ(gpu.work.updates, cpu.work.updates);
+    }
     return gpu;
   }
 
@@ -55,7 +63,7 @@ class GridAtomicGpu : public test::GpuTest {
 
 }  // namespace
 
-TEST_F(GridAtomicGpu, RandomBlocksMatchCpu) {
+TEST_P(GridAtomicGpu, RandomBlocksMatchCpu) {
   struct Shape {
     int planes, max_support, oversample, grid_size;
     std::size_t vis_per_block;
@@ -79,7 +87,7 @@ TEST_F(GridAtomicGpu, RandomBlocksMatchCpu) {
   }
 }
 
-TEST_F(GridAtomicGpu, EdgeVisibilitiesMatchCpu) {
+TEST_P(GridAtomicGpu, EdgeVisibilitiesMatchCpu) {
   for (auto seed : test::seeds(20240611ULL)) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     std::mt19937_64 rng(seed);
@@ -91,7 +99,7 @@ TEST_F(GridAtomicGpu, EdgeVisibilitiesMatchCpu) {
   }
 }
 
-TEST_F(GridAtomicGpu, ThousandsOfVisibilitiesInOneCellMatchCpu) {
+TEST_P(GridAtomicGpu, ThousandsOfVisibilitiesInOneCellMatchCpu) {
   for (auto seed : test::seeds(20240611ULL)) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     std::mt19937_64 rng(seed);
@@ -102,7 +110,7 @@ TEST_F(GridAtomicGpu, ThousandsOfVisibilitiesInOneCellMatchCpu) {
   }
 }
 
-TEST_F(GridAtomicGpu, UnitVisibilitiesSumToNorm) {
+TEST_P(GridAtomicGpu, UnitVisibilitiesSumToNorm) {
   for (auto seed : test::seeds(20240611ULL)) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     std::mt19937_64 rng(seed);
@@ -118,7 +126,7 @@ TEST_F(GridAtomicGpu, UnitVisibilitiesSumToNorm) {
 }
 
 // The cpu backend stops on non-finite uvw; a kernel cannot, so it skips and counts them.
-TEST_F(GridAtomicGpu, NonFiniteUvwIsSkipped) {
+TEST_P(GridAtomicGpu, NonFiniteUvwIsSkipped) {
   const auto seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
@@ -135,7 +143,7 @@ TEST_F(GridAtomicGpu, NonFiniteUvwIsSkipped) {
   EXPECT_EQ(gpu.grid->skipped(), cpu.grid->skipped() + 3);
 }
 
-TEST_F(GridAtomicGpu, NoBlocksGiveAnEmptyGrid) {
+TEST_P(GridAtomicGpu, NoBlocksGiveAnEmptyGrid) {
   std::mt19937_64 rng(7);
   auto ks = random_kernel_stack(rng, 3, 4, 4, 32);
   const GridRun gpu = grid_cuda(ks, {});
@@ -145,4 +153,54 @@ TEST_F(GridAtomicGpu, NoBlocksGiveAnEmptyGrid) {
   EXPECT_EQ(gpu.grid->norm(), 0);
   EXPECT_EQ(gpu.grid->gridded(), 0);
   EXPECT_EQ(gpu.grid->skipped(), 0);
+}
+
+// Dense clusters of visibilities within a few cells of each other, of one w-plane each, in both
+// signs of w (the uvflow variant's groups of up to 8, conjugated and plain kernels side by side),
+// wide supports (rows of up to 97 values: three column passes) and narrow ones.
+TEST_P(GridAtomicGpu, DenseClustersMatchCpu) {
+  for (auto seed : test::seeds(20261125ULL)) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    for (int max_support : {4, 48}) {
+      auto ks = random_kernel_stack(rng, 6, max_support, 4, 512);
+      std::uniform_real_distribution<double> centre(-150, 150), near(-5, 5), unit(0, 1);
+      std::vector<VisAt> vis;
+      for (int c = 0; c < 40; ++c) {
+        const double u = centre(rng), v = centre(rng), w = unit(rng) * ks->max_w;
+        for (int i = 0; i < 60; ++i)
+          vis.push_back({u + near(rng), v + near(rng), (unit(rng) < 0.5 ? -1 : 1) * w,
+                         cfloat(float(unit(rng)), float(unit(rng) - 0.5)), float(0.5 + unit(rng))});
+      }
+      const GridRun gpu = expect_cuda_matches_cpu(ks, {make_block(*ks, vis)});
+      EXPECT_GT(gpu.grid->gridded(), 0);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, GridAtomicGpu, ::testing::Values("listing", "uvflow"));
+
+// The uvflow variant reuses the coords of blocks placed by uvw.w_sort (on the device): the same
+// grid as the cpu backend on the raw block.
+class GridAtomicGpuPlaced : public test::GpuTest {};
+
+TEST_F(GridAtomicGpuPlaced, WSortedBlocksMatchCpu) {
+  const auto seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  auto ks = random_kernel_stack(rng, 12, 20, 4, 512);
+  auto raw = make_block(*ks, random_vis(rng, *ks, 30000));
+  auto dks = moved(std::shared_ptr<const KernelStack>(ks), Location::device);
+  StageHarness sort(uvw_w_sort::spec(), "cuda");
+  sort.set_input("kernels", dks);
+  sort.process({{"vis", moved(std::shared_ptr<const VisBlock>(raw), Location::device)}});
+  auto sorted = sort.output<VisBlock>("vis");
+  ASSERT_TRUE(sorted->placed());
+  const GridRun cpu = run_gridder(grid_atomic::spec(), "cpu", ks, {raw});
+  const GridRun gpu = run_gridder(grid_atomic::spec(), "cuda", dks, {sorted}, {{"variant", std::string("uvflow")}});
+  auto host = moved(std::shared_ptr<const Grid>(gpu.grid), Location::host);
+  EXPECT_LT(relative_frobenius(*host, cpu.grid->cells), 1e-5);
+  EXPECT_NEAR(host->norm(), cpu.grid->norm(), 1e-9 * cpu.grid->norm());
+  EXPECT_EQ(host->gridded(), cpu.grid->gridded());
+  EXPECT_EQ(gpu.work.updates, cpu.work.updates);
 }

@@ -72,6 +72,11 @@ struct Tally {
 // atomics keep the inner loop scalar.
 class AtomicCpu final : public DeclaredStage<decl> {
  public:
+  void check(const Params& p) override {
+    if (p.variant != "listing")
+      throw ParamError("variant", "'" + p.variant + "' is a cuda design; the cpu backend has listing (Listing 9)");
+  }
+
   void prepare(PrepareContext& pc) override {
     pinned_ = pc.pinned(grid.name);
     if (const auto& g = pc.output(grid).grid; g && !pc.dry_run) grid_ = new_grid(*g);

@@ -1,5 +1,9 @@
-// grid.atomic, cuda backend: Listing 4 of the NAG memo. One warp per visibility (grid-stride over
-// the block), the warp's lanes across k, atomicAdd on the grid's float cells.
+// grid.atomic, cuda backend, two designs chosen by `variant`:
+//   listing  Listing 4 of the NAG memo: one warp per visibility (grid-stride over the block), the
+//            warp's lanes across k, an atomic add per update.
+//   uvflow   degrid.wproj's uvflow design transposed: the block in locality order and groups
+//            (stages/shared/locality_order.cuh); a warp walks a group's union of footprints, each
+//            lane owning a column, and at each point adds the members' sum with one float2 atomic.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -10,13 +14,16 @@
 #include "runtime/cuda_check.hpp"
 #include "stages/grid/atomic.hpp"
 #include "stages/shared/device_grid.hpp"
+#include "stages/shared/grid_atomics.cuh"
+#include "stages/shared/locality_order.cuh"
 #include "stages/shared/placement.hpp"
 
 namespace uvflow::grid_atomic {
 namespace {
 
 constexpr int kWarpsPerBlock = 8;
-constexpr int kWarp = 32;
+using locality::kFull;
+using locality::kWarp;
 
 struct Args {
   Placement g;
@@ -30,6 +37,25 @@ struct Args {
   float2* grid;
   double* totals;  // [norm, gridded, skipped]
 };
+
+// A block's tallies summed per thread block (lane 0 of each warp holds its warp's), then one double
+// atomic per block and total, not one per visibility on three hot addresses.
+template <int kWarps>
+__device__ void add_totals(double* totals, double norm, double gridded, double skipped) {
+  __shared__ double part[3][kWarps];
+  const int lane = threadIdx.x & (kWarp - 1), w = threadIdx.x / kWarp + threadIdx.y;
+  if (lane == 0) {
+    part[0][w] = norm;
+    part[1][w] = gridded;
+    part[2][w] = skipped;
+  }
+  __syncthreads();
+  if (w == 0 && lane < 3) {
+    double sum = 0;
+    for (int q = 0; q < kWarps; ++q) sum += part[lane][q];
+    if (sum != 0) atomicAdd(totals + lane, sum);
+  }
+}
 
 __global__ void __launch_bounds__(kWarp* kWarpsPerBlock) grid_atomic_kernel(const Args a) {
   const int lane = threadIdx.x, o = a.g.oversample;
@@ -55,33 +81,148 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock) grid_atomic_kernel(cons
       for (int k = -s + lane; k <= s; k += kWarp) {
         float2 c = krow[abs(p.off_u + k * o)];
         c.y *= conj;
-        const float2 add = make_float2(vr * c.x - vi * c.y, vi * c.x + vr * c.y);
-#if __CUDA_ARCH__ >= 900
-        // One vector atomic per cell (each float is still added atomically on its own): on an
-        // H100, 1.25x (uniform uv) to 1.9x (crowded centre) faster than two scalar atomics.
-        atomicAdd(&row[k], add);
-#else
-        atomicAdd(&row[k].x, add.x);
-        atomicAdd(&row[k].y, add.y);
-#endif
+        add_cell(row + k, make_float2(vr * c.x - vi * c.y, vi * c.x + vr * c.y));
       }
     }
     norm += double(w) * a.footprint_sum[footprint_index(p, o)];
     gridded += 1;
   }
-  // One double atomic per block and total, not one per visibility on three hot addresses.
-  __shared__ double part[3][kWarpsPerBlock];
-  if (lane == 0) {
-    part[0][threadIdx.y] = norm;
-    part[1][threadIdx.y] = gridded;
-    part[2][threadIdx.y] = skipped;
+  add_totals<kWarpsPerBlock>(a.totals, norm, gridded, skipped);
+}
+
+// ---- uvflow ----
+// Groups of up to 8 (the walk keeps 3 registers per member, against the degridder's 5): on
+// el56-82, in a prototype inside the degridder's walker, groups of 8 within 6 cells along v took
+// 24.8 ms against 25.1 within 3, 34.6 ms for groups of 6 within 3 and 30.4-31.6 ms for 12 (spilled);
+// bench/results/h100_uvflow_gridder.md has this kernel's figures.
+constexpr int kGroup = 8, kSpanV = 6;
+constexpr int kRowSlots = kGroup;  // a union row's staged offsets (16-byte reads)
+using locality::kRowTile;
+
+struct GroupArgs {
+  Args a;
+  const float2* rows;  // the rows layout with its run of zeros (locality::RowsTable)
+  int zero_row;
+  const std::int64_t* rows_start;
+  double* work;  // [visibilities, updates]: updates only (the host counts visibilities)
+};
+
+// A group of exactly K members (bits of `members`; each member lane holds its weighted visibility
+// in `value`, conjugated for a conjugated kernel: V conj(C) = conj(conj(V) C), and the sum is
+// conjugated back by `sign`) of one plane, support s, whose footprints' union is W x H cells from
+// (u_lo - s, v_lo - s). Every lane walks the union's columns (G lanes along a row, R rows at once);
+// per point it reads the members' staged row offsets (a broadcast of K ints), per member whose
+// footprint holds its column one kernel value and 4 FMAs, and adds the sum with one atomic.
+template <int K>
+__device__ __forceinline__ void grid_group(const GroupArgs& ga, float2 value, float sign, unsigned members, int s,
+                                           int u_lo, int v_lo, int W, int H, int (*rowp)[kRowSlots],
+                                           const int4* memb) {
+  const Args& a = ga.a;
+  const int lane = threadIdx.x & (kWarp - 1), o = a.g.oversample, L = 2 * s + 1;
+  const std::int64_t N = a.g.grid_size;
+  const int G = W <= 8 ? 8 : (W <= 16 ? 16 : kWarp), R = kWarp / G;
+  const int col = lane & (G - 1), row = lane / G;
+  float vr[K], vi[K];
+#pragma unroll
+  for (int m = 0; m < K; ++m) {
+    const int src = __fns(members, 0, m + 1);
+    vr[m] = __shfl_sync(kFull, value.x, src);
+    vi[m] = __shfl_sync(kFull, value.y, src);
   }
-  __syncthreads();
-  if (threadIdx.y == 0 && lane < 3) {
-    double sum = 0;
-    for (int q = 0; q < kWarpsPerBlock; ++q) sum += part[lane][q];
-    if (sum != 0) atomicAdd(a.totals + lane, sum);
+  for (int x = col; x - col < W; x += G) {  // every lane takes part: the row tables are shared
+    const bool on = x < W;
+    float2* gcol = a.grid + (v_lo - s + row) * N + (u_lo - s) + x;
+    int colofs[K];
+    unsigned held = 0;  // the members whose footprint holds column x
+#pragma unroll
+    for (int m = 0; m < K; ++m) {
+      colofs[m] = min(max(x - memb[m].x, 0), L - 1);
+      held |= unsigned(unsigned(x - memb[m].x) < unsigned(L)) << m;
+    }
+    for (int y0 = 0; y0 < H; y0 += kRowTile) {
+      const int rows = min(kRowTile, H - y0);
+      locality::stage_rows<K>(memb, s, o, ga.zero_row, y0, rows, rowp);
+      if (on) {
+        float2* gp = gcol + y0 * N;
+        for (int yy = row; yy < rows; yy += R, gp += R * N) {
+          float sx = 0, sy = 0;
+#pragma unroll
+          for (int m = 0; m < K; ++m) {
+            if (held >> m & 1) {
+              const float2 kv = __ldg(ga.rows + (rowp[yy][m] + colofs[m]));
+              sx = fmaf(-vi[m], kv.y, fmaf(vr[m], kv.x, sx));
+              sy = fmaf(vr[m], kv.y, fmaf(vi[m], kv.x, sy));
+            }
+          }
+          add_cell(gp, make_float2(sx, sign * sy));
+        }
+      }
+    }
   }
+}
+
+template <int K, int kMax>
+__device__ __forceinline__ void grid_group_of(int n, const GroupArgs& ga, float2 value, float sign, unsigned members,
+                                              int s, int u_lo, int v_lo, int W, int H, int (*rowp)[kRowSlots],
+                                              const int4* memb) {
+  if constexpr (K <= kMax) {
+    if (n == K)
+      grid_group<K>(ga, value, sign, members, s, u_lo, v_lo, W, H, rowp, memb);
+    else
+      grid_group_of<K + 1, kMax>(n, ga, value, sign, members, s, u_lo, v_lo, W, H, rowp, memb);
+  }
+}
+
+// The walker: the warp's claims on the order, each lane one entry (its tallies; those off the grid
+// skipped), then the entries by group. The tallies stay in registers: on el56-82 this took 28.7 ms,
+// against 39-41 ms with them summed per warp in shared memory or made by a kernel of their own, and
+// 40 ms with the members' values read from shared memory (same instructions and atomics, Nsight
+// Compute; the compiler's schedule differs).
+__global__ void __launch_bounds__(kWarp* locality::kWalkerWarps, 1)
+    grouped_kernel(const GroupArgs ga, const GridCoord* coords, const std::int32_t* order, int ranges,
+                   const std::int64_t* range_start, unsigned long long* next) {
+  __shared__ __align__(16) int rowp[locality::kWalkerWarps][kRowTile][kRowSlots];
+  __shared__ int4 memb[locality::kWalkerWarps][kGroup];
+  const Args& a = ga.a;
+  const int lane = threadIdx.x & (kWarp - 1), w = threadIdx.x / kWarp, o = a.g.oversample;
+  double norm = 0, gridded = 0, skipped = 0, updates = 0;
+  locality::Claims claims(ranges);
+  std::int64_t c0;
+  int count;
+  while (claims.next(ranges, range_start, next, c0, count)) {
+    GridCoord mine = off_grid();
+    float2 value{};
+    if (lane < count) {
+      const std::int32_t idx = order[c0 + lane];
+      mine = coords[idx];
+      if (mine.plane < 0) {
+        skipped += 1;
+      } else {
+        const float wt = a.weight[idx];
+        const float2 v = a.vis[idx];
+        value = make_float2(v.x * wt, (mine.conj ? -v.y : v.y) * wt);
+        norm += double(wt) * a.footprint_sum[footprint_index(mine, o)];
+        gridded += 1;
+        updates += double(2 * mine.support + 1) * (2 * mine.support + 1);
+      }
+    }
+    unsigned pending = __ballot_sync(kFull, mine.plane >= 0);
+    while (pending) {
+      const locality::Group gr = locality::next_group<kGroup, kSpanV>(pending, mine);
+      locality::stage_members(gr.members, mine, gr.u_lo, gr.v_lo, gr.s, o, int(ga.rows_start[gr.plane]), memb[w]);
+      const float sign = __shfl_sync(kFull, mine.conj ? -1.0f : 1.0f, __ffs(gr.members) - 1);
+      grid_group_of<1, kGroup>(__popc(gr.members), ga, value, sign, gr.members, gr.s, gr.u_lo, gr.v_lo, gr.W, gr.H,
+                               rowp[w], memb[w]);
+    }
+  }
+  for (int d = kWarp / 2; d > 0; d /= 2) {
+    norm += __shfl_down_sync(kFull, norm, d);
+    gridded += __shfl_down_sync(kFull, gridded, d);
+    skipped += __shfl_down_sync(kFull, skipped, d);
+    updates += __shfl_down_sync(kFull, updates, d);
+  }
+  if (lane == 0 && updates != 0) atomicAdd(ga.work + 1, updates);
+  add_totals<locality::kWalkerWarps>(a.totals, norm, gridded, skipped);
 }
 
 class AtomicCuda final : public DeclaredStage<decl> {
@@ -89,13 +230,16 @@ class AtomicCuda final : public DeclaredStage<decl> {
   void prepare(PrepareContext& pc) override {
     if (pc.dry_run) return;
     grid_.prepare(pc, grid);
-    // Enough blocks to fill every SM once; the grid-stride loop covers larger blocks.
-    max_blocks_ = device::resident_blocks(reinterpret_cast<const void*>(grid_atomic_kernel), kWarp * kWarpsPerBlock);
+    uvflow_ = params().variant == "uvflow";
+    if (uvflow_)
+      walker_ = locality::walker_launch(reinterpret_cast<const void*>(grouped_kernel));
+    else  // enough blocks to fill every SM once; the grid-stride loop covers larger blocks
+      max_blocks_ = device::resident_blocks(reinterpret_cast<const void*>(grid_atomic_kernel), kWarp * kWarpsPerBlock);
   }
 
   void process(Context& ctx) override {
     auto block = ctx.in(vis);
-    auto ks = ctx.in(kernels);
+    const std::shared_ptr<const KernelStack> ks = ctx.in(kernels);
     check_inputs(*block, *ks, Location::device);
     const device::Stream& stream = ctx.stream();
     Grid& g = grid_.for_block(*block, *ks, stream, "grid.atomic");
@@ -114,18 +258,48 @@ class AtomicCuda final : public DeclaredStage<decl> {
                    ks->footprint_sum.data(),
                    reinterpret_cast<float2*>(g.cells.data()),
                    g.totals.data()};
-      const auto blocks = unsigned(std::min<std::int64_t>((n + kWarpsPerBlock - 1) / kWarpsPerBlock, max_blocks_));
-      grid_atomic_kernel<<<blocks, dim3(kWarp, kWarpsPerBlock), 0, static_cast<cudaStream_t>(stream.native())>>>(a);
-      device::check_launch("grid.atomic: grid_atomic_kernel launch");
+      if (uvflow_) {
+        grouped(ctx, a, *block, ks);
+      } else {
+        const auto blocks = unsigned(std::min<std::int64_t>((n + kWarpsPerBlock - 1) / kWarpsPerBlock, max_blocks_));
+        grid_atomic_kernel<<<blocks, dim3(kWarp, kWarpsPerBlock), 0, static_cast<cudaStream_t>(stream.native())>>>(a);
+        device::check_launch("grid.atomic: grid_atomic_kernel launch");
+      }
     }
-    // Updates are left out: the supports are read on the device (see the stage doc).
+    // Updates: listing leaves them out (the supports are read on the device, see the stage doc);
+    // uvflow counts them there.
     ctx.add_work({.visibilities = double(n)});
   }
 
   void finish(Context& ctx) override { grid_.finish(ctx, kernels, grid); }
 
  private:
+  // The locality order, then the walker. Placed blocks (uvw.w_sort) reuse their coords.
+  void grouped(Context& ctx, const Args& a, const VisBlock& block, const std::shared_ptr<const KernelStack>& ks) {
+    const device::Stream& stream = ctx.stream();
+    if (work_.empty()) {
+      work_ = Array<double>::device(2, stream);
+      device::memset_zero(work_.data(), work_.bytes(), stream);
+      ctx.add_work_on_device(work_);
+    }
+    const GroupArgs ga{a, rows_.of(ks, stream, "grid.atomic (cuda)"), rows_.zero_row(), ks->rows_start.data(),
+                       work_.data()};
+    const bool placed = block.placed() && block.grid_size == ks->geom.grid_size;
+    locality::Order order;
+    order.build({a.g, a.n, placed ? block.coords.data() : nullptr, a.uu, a.vv, a.ww, a.support}, *ks,
+                walker_.ranges, stream, "grid.atomic (cuda)");
+    grouped_kernel<<<unsigned(walker_.blocks), kWarp * locality::kWalkerWarps, 0,
+                     static_cast<cudaStream_t>(stream.native())>>>(ga, order.coords(), order.order(), order.ranges(),
+                                                                   order.range_start(), order.next());
+    device::check_launch("grid.atomic: grouped_kernel");
+    order.release(stream);
+  }
+
+  bool uvflow_ = false;
   int max_blocks_ = 1;
+  locality::WalkerLaunch walker_;
+  locality::RowsTable rows_;
+  Array<double> work_;
   DeviceGridSum grid_;
 };
 

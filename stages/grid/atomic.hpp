@@ -1,10 +1,12 @@
-// grid.atomic: convolutional gridding of unsorted visibilities, one visibility at a time, with
-// atomic grid updates (NAG memo 000_21de45a10be372d0.txt: Listing 9 on the CPU, Listing 4 on the
-// GPU). The baseline the sorted and tiled gridders are measured against.
+// grid.atomic: convolutional gridding of visibilities in any order with atomic grid updates: the
+// NAG memo's (000_21de45a10be372d0.txt: Listing 9 on the CPU, Listing 4 on the GPU), the baseline
+// the sorted and tiled gridders are measured against, and on the GPU uvflow's fastest gridder
+// (variant uvflow: visibilities gridded in groups, one atomic per grid point of a group).
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "runtime/payloads/grid.hpp"
 #include "runtime/payloads/kernels.hpp"
@@ -22,11 +24,13 @@ inline constexpr Out<Grid> grid{
     .arity = Arity::once,
     .doc = "the gridded visibilities of every block, with totals [norm, gridded, skipped]"};
 
-struct Params {};
+struct Params {
+  std::string variant = "listing";
+};
 
 inline const StageDecl<Params> decl{
     .type = "grid.atomic",
-    .summary = "convolutional gridding of unsorted visibilities, one at a time, with atomic grid updates",
+    .summary = "convolutional gridding of visibilities in any order with atomic grid updates",
     .doc =
         "The first and simplest parallel gridder of the NAG memo, kept as the baseline that the sorted and tiled "
         "gridders are measured against. Each visibility is placed as the serial reference (Listing 1) places it and "
@@ -37,15 +41,28 @@ inline const StageDecl<Params> decl{
         "CPU counterpart, not a fast path. "
         "cuda (Listing 4): one warp per visibility, its lanes across a kernel row, atomic adds on the grid (one "
         "float2 atomic per cell on sm_90); grid and totals stay on the device and nothing synchronises. "
+        "cuda variant uvflow: the degridder's uvflow design transposed (stages/shared/locality_order.cuh): the "
+        "block sorted on the device by (w-plane, Morton cell) and cut into ranges of equal work that a few SMs "
+        "share, then up to 8 visibilities of one plane and sign of w a few cells apart gridded together by a warp "
+        "that walks the union of their footprints and adds the members' sum at each point with one float2 atomic: "
+        "the grid is touched once per union point instead of once per update, with no tile clipping. Needs the "
+        "kernel stack's rows layout (kernels.wproj layouts rows or all); counts visibilities and updates on the "
+        "device. Atomic adds make the order of each cell's sum vary run to run (grid.tiled with "
+        "tiles.bucket_sort order visibility gives reproducible grids). "
         "Tested: cpu against a double-precision Listing 1 (random kernels, edge visibilities, both signs of w, "
         "thousands of visibilities in one cell), cuda against cpu. "
-        "Work: cpu reports visibilities and kernel-point updates; cuda reports visibilities only, since the "
-        "supports are read on the device and counting updates would need a host synchronisation (the count equals "
-        "the cpu backend's on the same data). "
+        "Work: cpu and cuda uvflow report visibilities and kernel-point updates; cuda listing reports visibilities "
+        "only, since the supports are read on the device (uvflow counts them there). "
         "Non-finite uvw: the cpu backend stops with an error naming the visibility, as uvw.w_sort and grid.serial "
         "do; a kernel cannot raise one, so the cuda backend counts it as skipped.",
     .inputs = {vis, kernels},
     .outputs = {grid},
+    .params = {{&Params::variant,
+                {.name = "variant",
+                 .choices = {"listing", "uvflow"},
+                 .doc = "listing: the memo's listings (cpu: Listing 9, a visibility per thread; cuda: Listing 4, a "
+                        "warp per visibility); uvflow: cuda only, visibilities gridded in groups in a locality "
+                        "order, one atomic per grid point of a group (stages/grid/atomic.cu)"}}},
     .concurrency = Concurrency::serial,
     .describe = [](const Params&, const PortShapes& in) { return grid_shape(in, kernels.name, grid.name); },
 };
