@@ -3,7 +3,8 @@
 # synthetic, el30-56, el56-82 and el82-70 and for the el56-82 preset written in the gridding memos'
 # format and read back by io.read_seeds, bench/variant_grid.yaml with grid.serial (cpu, Listing 1,
 # sums in double), then grid.tiled's nag, nvidia, uvflow and chebyshev (25 terms in r^2) variants
-# and grid.moving_window (10 dumps) on cuda, each in its own run; each grid written as .npy and compared
+# grid.atomic's uvflow variant and grid.moving_window (10 dumps) on cuda, each in its own run (VARIANTS
+# set: those only); each grid written as .npy and compared
 # with the serial one (relative Frobenius norm of the difference) before the next run, then deleted
 # (a 18750^2 grid is 2.8 GB). The file's data set has no chebyshev row (its kernels are tables; the
 # fit is made by kernels.wproj) and no moving_window row (the format has no antenna or time labels).
@@ -26,16 +27,17 @@ declare -A dpb=([synthetic]=100 [el30-56]=60 [el56-82]=60 [el82-70]=60 [file]=60
 failed=0
 for set in $sets; do
   source=(--set vars.source=simulate --set vars.preset=$set)
-  variants="serial nag nvidia uvflow chebyshev moving_window"
+  variants=${VARIANTS:-serial nag nvidia uvflow atomic_uvflow chebyshev moving_window}
   if [[ $set == file ]]; then
     $uvflow run -q bench/write_seeds_file.yaml --set vars.path=/tmp/el56-82.seeds || { echo "failed: writing the file" >&2; failed=1; continue; }
     source=(--set vars.source=seeds --set vars.file=/tmp/el56-82.seeds)
-    variants="serial nag nvidia uvflow"
+    variants=${VARIANTS:-serial nag nvidia uvflow atomic_uvflow}
   fi
   for v in $variants; do
     args=(--set vars.gridder=tiled --set vars.variant=$v --set vars.tile_v=16)
     case $v in
       serial | moving_window) args=(--set vars.gridder=$v) ;;
+      atomic_uvflow) args=(--set vars.gridder=atomic --set vars.variant=uvflow) ;;
       nag) args+=(--set vars.tile_v=32) ;;
       chebyshev) args+=(--set kernels.chebyshev=25) ;;
     esac
