@@ -1,8 +1,11 @@
-// fft.grid_to_image, cuda backend: the same steps as the cpu backend on the device-resident grid.
-// The norm is read back before any kernel runs (the stage's one wait for the device, once per run:
-// a grid with nothing in it must stop the run, as on the cpu); then scale by 1/norm and centre with
-// (-1)^(u+v) into a work copy, cuFFT forward in place, and keep the real part of the central crop
-// with the second (-1)^(x+y).
+// fft.grid_to_image, cuda backend: the cpu backend's steps, reordered to spare a pass over the
+// grid. The norm is read back before any kernel runs (the stage's one wait for the device, once per
+// run: a grid with nothing in it must stop the run, as on the cpu). The cpu backend scales by
+// 1/norm and centres with (-1)^(u+v) before its FFT; centring before a transform of even size N
+// moves its output by N/2 along each axis, and the scale commutes with it, so here cuFFT transforms
+// the grid as it is, out of place (a C2C transform leaves its input as it was), and the crop reads
+// the output N/2 further on, scales it and applies the second (-1)^(x+y). On el56-82's 18750^2 grid
+// that drops one read and one write of 2.8 GB.
 #include <cuda_runtime.h>
 #include <cufft.h>
 
@@ -22,22 +25,15 @@ constexpr char kWho[] = "fft.grid_to_image (cuda)";
 
 void check_cufft(cufftResult r, const char* what) { device::check_cufft(r, kWho, what); }
 
-__global__ void scale_and_centre(const float2* cells, float inv, float2* out, int N) {
-  const std::int64_t n = std::int64_t(N) * N;
-  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n; i += std::int64_t(gridDim.x) * blockDim.x) {
-    const int u = int(i % N), v = int(i / N);
-    const float s = ((u + v) & 1) ? -inv : inv;
-    const float2 c = cells[i];
-    out[i] = make_float2(c.x * s, c.y * s);
-  }
-}
-
-__global__ void crop_real(const float2* buf, float* img, int N, int n) {
-  const int off = (N - n) / 2;
+// Pixel (x, y) of the n x n image: the real part of the transform at the crop's offset plus the
+// N/2 of the centring (mod N), times 1/norm and (-1)^(x+y).
+__global__ void crop_real(const float2* buf, float inv, float* img, int N, int n) {
+  const int off = (N - n) / 2 + N / 2;
   const std::int64_t total = std::int64_t(n) * n;
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < total; i += std::int64_t(gridDim.x) * blockDim.x) {
     const int x = int(i % n), y = int(i / n);
-    const float re = buf[std::int64_t(y + off) * N + x + off].x;
+    const int X = x + off < N ? x + off : x + off - N, Y = y + off < N ? y + off : y + off - N;
+    const float re = buf[std::int64_t(Y) * N + X].x * inv;
     img[i] = ((x + y) & 1) ? -re : re;
   }
 }
@@ -66,16 +62,16 @@ class GridToImageCuda : public DeclaredStage<decl> {
     stream.synchronize();
     check_norm(norm);
     const int threads = 256;
-    const int blocks = device::resident_blocks(reinterpret_cast<const void*>(scale_and_centre), threads);
-    scale_and_centre<<<blocks, threads, 0, s>>>(reinterpret_cast<const float2*>(in->cells.data()), float(1.0 / norm),
-                                                reinterpret_cast<float2*>(work.data()), N);
-    device::check_launch("fft.grid_to_image: scale_and_centre");
-    auto* w = reinterpret_cast<cufftComplex*>(work.data());
-    check_cufft(cufftExecC2C(plan_.get(), w, w, CUFFT_FORWARD), "cufftExecC2C");
+    const int blocks = device::resident_blocks(reinterpret_cast<const void*>(crop_real), threads);
+    // cuFFT takes a non-const input pointer; a C2C transform out of place does not write to it.
+    auto* grid_cells = const_cast<cufftComplex*>(reinterpret_cast<const cufftComplex*>(in->cells.data()));
+    check_cufft(cufftExecC2C(plan_.get(), grid_cells, reinterpret_cast<cufftComplex*>(work.data()), CUFFT_FORWARD),
+                "cufftExecC2C");
     auto img = std::make_shared<Image>();
     img->nx = img->ny = n;
     img->pixels = Array<float>::device(std::size_t(n) * n, stream);
-    crop_real<<<blocks, threads, 0, s>>>(reinterpret_cast<const float2*>(work.data()), img->pixels.data(), N, n);
+    crop_real<<<blocks, threads, 0, s>>>(reinterpret_cast<const float2*>(work.data()), float(1.0 / norm),
+                                         img->pixels.data(), N, n);
     device::check_launch("fft.grid_to_image: crop_real");
     keep_until(stream.record(), {&work, &scratch});  // released after the crop has read them
     img->wcs = sky_of(*in);
