@@ -31,7 +31,9 @@ inline const StageDecl<Params> decl{
            "centre, reference frequency, telescope and date, and the cell size, in JY/BEAM; apply "
            "image.grid_correct next. Tested pixel by pixel against a direct double-precision DFT of the grid, and "
            "for the position and sign of a single grid cell's fringe. The cuda backend does the same with cuFFT on "
-           "the device-resident grid (a full transform: no pruning) and is tested against the cpu backend.",
+           "the device-resident grid (a full transform, no pruning, out of place: the grid is left as it was) and "
+           "takes the first (-1)^(x+y) and the norm at the crop, as a shift of N/2 and a scale, so no pass over the "
+           "grid precedes the transform; it is tested against the cpu backend.",
     .inputs = {grid},
     .outputs = {image},
     .concurrency = Concurrency::serial,
