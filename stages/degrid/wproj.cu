@@ -260,13 +260,10 @@ template <int K>
 __device__ void degrid_group(const Args& a, const GridCoord& mine, std::int32_t idx, unsigned members, int s,
                              int plane_start, int zero_row, int u_lo, int v_lo, int W, int H,
                              int (*rowp)[kRowSlots], int4* memb) {
-  const int lane = threadIdx.x & (kWarp - 1), o = a.g.oversample, L = 2 * s + 1, S = kernel_half_size(o, s);
+  const int lane = threadIdx.x & (kWarp - 1), o = a.g.oversample, L = 2 * s + 1;
   const std::int64_t N = a.g.grid_size;
   const int G = W <= 8 ? 8 : (W <= 16 ? 16 : kWarp), R = kWarp / G;
   const int col = lane & (G - 1), row = lane / G;
-  // Member m (the m-th set bit of `members`), in shared memory: its offset in the union (du, dv),
-  // a_row, with which union row y (footprint row y - dv) reads table row |a_row + y o|, and the
-  // start of its kernel runs in the table.
   const bool in = members >> lane & 1;
   const int rank = __popc(members & ((1u << lane) - 1));
   locality::stage_members(members, mine, u_lo, v_lo, s, o, plane_start, memb);
