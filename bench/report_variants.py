@@ -13,6 +13,7 @@ SETS = ["synthetic", "el30-56", "el56-82", "el82-70", "file"]
 VARIANTS = [("serial", "grid.serial (cpu, 1 thread, sums in double)"), ("nag", "nag"), ("nvidia", "nvidia"),
             ("moving_window", "moving_window (10 dumps)"), ("uvflow", "uvflow"),
             ("atomic_uvflow", "grid.atomic uvflow (groups, one atomic per point)"),
+            ("atomic_uvflow_double", "grid.atomic uvflow, accumulate: double"),
             ("chebyshev", "chebyshev (25 terms, r^2)")]
 GRID_STAGE = {"serial": "serial", "moving_window": "window"}
 WHY_ABSENT = {("file", "chebyshev"): "the file's kernels are tables; kernels.wproj makes the fit",
@@ -25,7 +26,7 @@ args = ap.parse_args()
 
 runs = {}
 for path in glob.glob(os.path.join(args.dir, "variant_*.report.json")):
-    m = re.search(r"variant_(.+?)_(serial|nag|nvidia|moving_window|uvflow|atomic_uvflow|chebyshev)\.report\.json$", path)
+    m = re.search(r"variant_(.+?)_(serial|nag|nvidia|moving_window|uvflow|atomic_uvflow|atomic_uvflow_double|chebyshev)\.report\.json$", path)
     if m:
         runs.setdefault(m.group(1), {})[m.group(2)] = json.load(open(path))
 agreement = {}

@@ -10,7 +10,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <type_traits>
 
+#include "runtime/dist.hpp"
 #include "runtime/error.hpp"
 #include "stages/shared/placement.hpp"
 #include "stages/shared/vis_checks.hpp"
@@ -78,6 +80,7 @@ class AtomicCpu final : public DeclaredStage<decl> {
   }
 
   void prepare(PrepareContext& pc) override {
+    double_sums_ = params().accumulate == "double";
     pinned_ = pc.pinned(grid.name);
     if (const auto& g = pc.output(grid).grid; g && !pc.dry_run) grid_ = new_grid(*g);
   }
@@ -102,44 +105,56 @@ class AtomicCpu final : public DeclaredStage<decl> {
     const std::int64_t* qstart = ks->quarter_start.data();
     const cfloat* quarter = ks->quarter.data();
     const double* fsum = ks->footprint_sum.data();
-    float* cells = reinterpret_cast<float*>(grid_->cells.data());  // [v][u][re, im]
+    if (double_sums_ && sums_.empty()) {
+      // calloc takes pages the system has zeroed: no pass over gigabytes of double grid.
+      const std::size_t n = grid_->cells.size();
+      void* p = std::calloc(n, sizeof(cdouble));
+      if (!p) throw OutOfMemory(n * sizeof(cdouble), "grid.atomic's double grid");
+      sums_ = Array<cdouble>::external(static_cast<cdouble*>(p), n, Location::host, std::shared_ptr<void>(p, std::free));
+    }
     const std::int64_t n_grid = ks->geom.grid_size;
     const int o = ks->oversample;
 
-    const Tally t = tbb::parallel_reduce(
-        tbb::blocked_range<std::size_t>(0, block->size(), 64), Tally{},
-        [&](const tbb::blocked_range<std::size_t>& r, Tally t) {
-          for (std::size_t i = r.begin(); i != r.end(); ++i) {
-            GridCoord c;
-            const Placed where = place(placement, support, uu[i], vv[i], ww[i], c);
-            if (where == Placed::invalid)
-              throw InputError("block " + std::to_string(block->index) + ", visibility " + std::to_string(i) +
-                               ": uvw is not finite");
-            if (where == Placed::outside) {
-              t.skipped += 1;
-              continue;
-            }
-            const int s = c.support, S = ks->half_size(c.plane);
-            const float vr = val[i].real() * wt[i], vi = val[i].imag() * wt[i];
-            const float conj = c.conj ? -1.0f : 1.0f;
-            const cfloat* kern = quarter + qstart[c.plane];
-            for (int j = -s; j <= s; ++j) {
-              const cfloat* krow = kern + std::int64_t(std::abs(c.off_v + j * o)) * S;
-              float* row = cells + 2 * ((c.v + j) * n_grid + c.u);
-              for (int k = -s; k <= s; ++k) {
-                const cfloat w = krow[std::abs(c.off_u + k * o)];
-                const float cr = w.real(), ci = conj * w.imag();
-                std::atomic_ref<float>(row[2 * k]).fetch_add(vr * cr - vi * ci, std::memory_order_relaxed);
-                std::atomic_ref<float>(row[2 * k + 1]).fetch_add(vi * cr + vr * ci, std::memory_order_relaxed);
+    // `cells` is [v][u][re, im], float or (accumulate: double) double; the products are float either way.
+    auto grid_block = [&](auto* cells) {
+      using Sum = std::remove_pointer_t<decltype(cells)>;
+      return tbb::parallel_reduce(
+          tbb::blocked_range<std::size_t>(0, block->size(), 64), Tally{},
+          [&](const tbb::blocked_range<std::size_t>& r, Tally t) {
+            for (std::size_t i = r.begin(); i != r.end(); ++i) {
+              GridCoord c;
+              const Placed where = place(placement, support, uu[i], vv[i], ww[i], c);
+              if (where == Placed::invalid)
+                throw InputError("block " + std::to_string(block->index) + ", visibility " + std::to_string(i) +
+                                 ": uvw is not finite");
+              if (where == Placed::outside) {
+                t.skipped += 1;
+                continue;
               }
+              const int s = c.support, S = ks->half_size(c.plane);
+              const float vr = val[i].real() * wt[i], vi = val[i].imag() * wt[i];
+              const float conj = c.conj ? -1.0f : 1.0f;
+              const cfloat* kern = quarter + qstart[c.plane];
+              for (int j = -s; j <= s; ++j) {
+                const cfloat* krow = kern + std::int64_t(std::abs(c.off_v + j * o)) * S;
+                Sum* row = cells + 2 * ((c.v + j) * n_grid + c.u);
+                for (int k = -s; k <= s; ++k) {
+                  const cfloat w = krow[std::abs(c.off_u + k * o)];
+                  const float cr = w.real(), ci = conj * w.imag();
+                  std::atomic_ref<Sum>(row[2 * k]).fetch_add(Sum(vr * cr - vi * ci), std::memory_order_relaxed);
+                  std::atomic_ref<Sum>(row[2 * k + 1]).fetch_add(Sum(vi * cr + vr * ci), std::memory_order_relaxed);
+                }
+              }
+              t.norm += double(wt[i]) * fsum[footprint_index(c, o)];
+              t.gridded += 1;
+              t.updates += double(2 * s + 1) * (2 * s + 1);
             }
-            t.norm += double(wt[i]) * fsum[footprint_index(c, o)];
-            t.gridded += 1;
-            t.updates += double(2 * s + 1) * (2 * s + 1);
-          }
-          return t;
-        },
-        [](const Tally& a, const Tally& b) { return a + b; });
+            return t;
+          },
+          [](const Tally& a, const Tally& b) { return a + b; });
+    };
+    const Tally t = sums_.empty() ? grid_block(reinterpret_cast<float*>(grid_->cells.data()))
+                                  : grid_block(reinterpret_cast<double*>(sums_.data()));
 
     grid_->totals[0] += t.norm;
     grid_->totals[1] += t.gridded;
@@ -149,6 +164,17 @@ class AtomicCpu final : public DeclaredStage<decl> {
 
   void finish(Context& ctx) override {
     if (!grid_) grid_ = new_grid(ctx.in(kernels)->geom);
+    if (!sums_.empty()) {  // rounded to float once
+      cfloat* cells = grid_->cells.data();
+      const cdouble* sums = sums_.data();
+      tbb::parallel_for(tbb::blocked_range<std::size_t>(0, sums_.size(), std::size_t(1) << 16),
+                        [&](const tbb::blocked_range<std::size_t>& r) {
+                          for (std::size_t i = r.begin(); i != r.end(); ++i) cells[i] = cfloat(sums[i]);
+                        });
+      // mpi.reduce_grid sums the ranks' double cells; one process needs them no more.
+      if (dist::size() > 1) grid_->cells64 = sums_;
+      sums_ = {};
+    }
     ctx.emit(grid, std::move(grid_));
   }
 
@@ -168,8 +194,9 @@ class AtomicCpu final : public DeclaredStage<decl> {
     return g;
   }
 
-  bool pinned_ = false;
+  bool pinned_ = false, double_sums_ = false;
   std::shared_ptr<Grid> grid_;
+  Array<cdouble> sums_;  // accumulate: double: the grid's sums, made at the first block
 };
 
 }  // namespace

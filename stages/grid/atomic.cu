@@ -10,6 +10,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "runtime/cuda_check.hpp"
 #include "stages/grid/atomic.hpp"
@@ -35,8 +36,16 @@ struct Args {
   const float2* quarter;
   const double* footprint_sum;
   float2* grid;
-  double* totals;  // [norm, gridded, skipped]
+  double2* grid64;  // accumulate: double: the sums go here (rounded to `grid` at the end); else null
+  double* totals;   // [norm, gridded, skipped]
 };
+
+// The cells a kernel instantiated for float2 (accumulate: float) or double2 sums adds to.
+template <class Cell>
+__device__ __forceinline__ Cell* cells_of(const Args& a) {
+  if constexpr (std::is_same_v<Cell, double2>) return a.grid64;
+  else return a.grid;
+}
 
 // A block's tallies summed per thread block (lane 0 of each warp holds its warp's), then one double
 // atomic per block and total, not one per visibility on three hot addresses.
@@ -57,6 +66,7 @@ __device__ void add_totals(double* totals, double norm, double gridded, double s
   }
 }
 
+template <class Cell>
 __global__ void __launch_bounds__(kWarp* kWarpsPerBlock) grid_atomic_kernel(const Args a) {
   const int lane = threadIdx.x, o = a.g.oversample;
   const std::int64_t n_grid = a.g.grid_size, warps = std::int64_t(gridDim.x) * kWarpsPerBlock;
@@ -77,7 +87,7 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock) grid_atomic_kernel(cons
     const float2* kern = a.quarter + a.quarter_start[p.plane];
     for (int j = -s; j <= s; ++j) {
       const float2* krow = kern + std::int64_t(abs(p.off_v + j * o)) * S;
-      float2* row = a.grid + (p.v + j) * n_grid + p.u;
+      Cell* row = cells_of<Cell>(a) + (p.v + j) * n_grid + p.u;
       for (int k = -s + lane; k <= s; k += kWarp) {
         float2 c = krow[abs(p.off_u + k * o)];
         c.y *= conj;
@@ -113,7 +123,7 @@ struct GroupArgs {
 // (u_lo - s, v_lo - s). Every lane walks the union's columns (G lanes along a row, R rows at once);
 // per point it reads the members' staged row offsets (a broadcast of K ints), per member whose
 // footprint holds its column one kernel value and 4 FMAs, and adds the sum with one atomic.
-template <int K>
+template <class Cell, int K>
 __device__ __forceinline__ void grid_group(const GroupArgs& ga, float2 value, float sign, unsigned members, int s,
                                            int u_lo, int v_lo, int W, int H, int (*rowp)[kRowSlots],
                                            const int4* memb) {
@@ -131,7 +141,7 @@ __device__ __forceinline__ void grid_group(const GroupArgs& ga, float2 value, fl
   }
   for (int x = col; x - col < W; x += G) {  // every lane takes part: the row tables are shared
     const bool on = x < W;
-    float2* gcol = a.grid + (v_lo - s + row) * N + (u_lo - s) + x;
+    Cell* gcol = cells_of<Cell>(a) + (v_lo - s + row) * N + (u_lo - s) + x;
     int colofs[K];
     unsigned held = 0;  // the members whose footprint holds column x
 #pragma unroll
@@ -143,7 +153,7 @@ __device__ __forceinline__ void grid_group(const GroupArgs& ga, float2 value, fl
       const int rows = min(kRowTile, H - y0);
       locality::stage_rows<K>(memb, s, o, ga.zero_row, y0, rows, rowp);
       if (on) {
-        float2* gp = gcol + y0 * N;
+        Cell* gp = gcol + y0 * N;
         for (int yy = row; yy < rows; yy += R, gp += R * N) {
           float sx = 0, sy = 0;
 #pragma unroll
@@ -161,15 +171,15 @@ __device__ __forceinline__ void grid_group(const GroupArgs& ga, float2 value, fl
   }
 }
 
-template <int K, int kMax>
+template <class Cell, int K, int kMax>
 __device__ __forceinline__ void grid_group_of(int n, const GroupArgs& ga, float2 value, float sign, unsigned members,
                                               int s, int u_lo, int v_lo, int W, int H, int (*rowp)[kRowSlots],
                                               const int4* memb) {
   if constexpr (K <= kMax) {
     if (n == K)
-      grid_group<K>(ga, value, sign, members, s, u_lo, v_lo, W, H, rowp, memb);
+      grid_group<Cell, K>(ga, value, sign, members, s, u_lo, v_lo, W, H, rowp, memb);
     else
-      grid_group_of<K + 1, kMax>(n, ga, value, sign, members, s, u_lo, v_lo, W, H, rowp, memb);
+      grid_group_of<Cell, K + 1, kMax>(n, ga, value, sign, members, s, u_lo, v_lo, W, H, rowp, memb);
   }
 }
 
@@ -178,6 +188,7 @@ __device__ __forceinline__ void grid_group_of(int n, const GroupArgs& ga, float2
 // against 39-41 ms with them summed per warp in shared memory or made by a kernel of their own, and
 // 40 ms with the members' values read from shared memory (same instructions and atomics, Nsight
 // Compute; the compiler's schedule differs).
+template <class Cell>
 __global__ void __launch_bounds__(kWarp* locality::kWalkerWarps, 1)
     grouped_kernel(const GroupArgs ga, const GridCoord* coords, const std::int32_t* order, int ranges,
                    const std::int64_t* range_start, unsigned long long* next) {
@@ -211,7 +222,7 @@ __global__ void __launch_bounds__(kWarp* locality::kWalkerWarps, 1)
       const locality::Group gr = locality::next_group<kGroup, kSpanV>(pending, mine);
       locality::stage_members(gr.members, mine, gr.u_lo, gr.v_lo, gr.s, o, int(ga.rows_start[gr.plane]), memb[w]);
       const float sign = __shfl_sync(kFull, mine.conj ? -1.0f : 1.0f, __ffs(gr.members) - 1);
-      grid_group_of<1, kGroup>(__popc(gr.members), ga, value, sign, gr.members, gr.s, gr.u_lo, gr.v_lo, gr.W, gr.H,
+      grid_group_of<Cell, 1, kGroup>(__popc(gr.members), ga, value, sign, gr.members, gr.s, gr.u_lo, gr.v_lo, gr.W, gr.H,
                                rowp[w], memb[w]);
     }
   }
@@ -229,12 +240,11 @@ class AtomicCuda final : public DeclaredStage<decl> {
  public:
   void prepare(PrepareContext& pc) override {
     if (pc.dry_run) return;
-    grid_.prepare(pc, grid);
+    double_sums_ = params().accumulate == "double";
+    grid_.prepare(pc, grid, double_sums_);
     uvflow_ = params().variant == "uvflow";
-    if (uvflow_)
-      walker_ = locality::walker_launch(reinterpret_cast<const void*>(grouped_kernel));
-    else  // enough blocks to fill every SM once; the grid-stride loop covers larger blocks
-      max_blocks_ = device::resident_blocks(reinterpret_cast<const void*>(grid_atomic_kernel), kWarp * kWarpsPerBlock);
+    if (double_sums_) launch_shapes<double2>();
+    else launch_shapes<float2>();
   }
 
   void process(Context& ctx) override {
@@ -257,24 +267,42 @@ class AtomicCuda final : public DeclaredStage<decl> {
                    reinterpret_cast<const float2*>(ks->quarter.data()),
                    ks->footprint_sum.data(),
                    reinterpret_cast<float2*>(g.cells.data()),
+                   reinterpret_cast<double2*>(g.cells64.data()),
                    g.totals.data()};
-      if (uvflow_) {
-        grouped(ctx, a, *block, ks);
-      } else {
-        const auto blocks = unsigned(std::min<std::int64_t>((n + kWarpsPerBlock - 1) / kWarpsPerBlock, max_blocks_));
-        grid_atomic_kernel<<<blocks, dim3(kWarp, kWarpsPerBlock), 0, static_cast<cudaStream_t>(stream.native())>>>(a);
-        device::check_launch("grid.atomic: grid_atomic_kernel launch");
-      }
+      if (double_sums_) launch<double2>(ctx, a, *block, ks);
+      else launch<float2>(ctx, a, *block, ks);
     }
     // Updates: listing leaves them out (the supports are read on the device, see the stage doc);
     // uvflow counts them there.
     ctx.add_work({.visibilities = double(n)});
   }
 
-  void finish(Context& ctx) override { grid_.finish(ctx, kernels, grid); }
+  void finish(Context& ctx) override { grid_.finish(ctx, kernels, grid, "grid.atomic"); }
 
  private:
+  template <class Cell>
+  void launch_shapes() {
+    if (uvflow_)
+      walker_ = locality::walker_launch(reinterpret_cast<const void*>(grouped_kernel<Cell>));
+    else  // enough blocks to fill every SM once; the grid-stride loop covers larger blocks
+      max_blocks_ =
+          device::resident_blocks(reinterpret_cast<const void*>(grid_atomic_kernel<Cell>), kWarp * kWarpsPerBlock);
+  }
+
+  template <class Cell>
+  void launch(Context& ctx, const Args& a, const VisBlock& block, const std::shared_ptr<const KernelStack>& ks) {
+    if (uvflow_) {
+      grouped<Cell>(ctx, a, block, ks);
+    } else {
+      const auto blocks = unsigned(std::min<std::int64_t>((a.n + kWarpsPerBlock - 1) / kWarpsPerBlock, max_blocks_));
+      grid_atomic_kernel<Cell>
+          <<<blocks, dim3(kWarp, kWarpsPerBlock), 0, static_cast<cudaStream_t>(ctx.stream().native())>>>(a);
+      device::check_launch("grid.atomic: grid_atomic_kernel launch");
+    }
+  }
+
   // The locality order, then the walker. Placed blocks (uvw.w_sort) reuse their coords.
+  template <class Cell>
   void grouped(Context& ctx, const Args& a, const VisBlock& block, const std::shared_ptr<const KernelStack>& ks) {
     const device::Stream& stream = ctx.stream();
     if (work_.empty()) {
@@ -288,14 +316,14 @@ class AtomicCuda final : public DeclaredStage<decl> {
     locality::Order order;
     order.build({a.g, a.n, placed ? block.coords.data() : nullptr, a.uu, a.vv, a.ww, a.support}, *ks,
                 walker_.ranges, stream, "grid.atomic (cuda)");
-    grouped_kernel<<<unsigned(walker_.blocks), kWarp * locality::kWalkerWarps, 0,
+    grouped_kernel<Cell><<<unsigned(walker_.blocks), kWarp * locality::kWalkerWarps, 0,
                      static_cast<cudaStream_t>(stream.native())>>>(ga, order.coords(), order.order(), order.ranges(),
                                                                    order.range_start(), order.next());
     device::check_launch("grid.atomic: grouped_kernel");
     order.release(stream);
   }
 
-  bool uvflow_ = false;
+  bool uvflow_ = false, double_sums_ = false;
   int max_blocks_ = 1;
   locality::WalkerLaunch walker_;
   locality::RowsTable rows_;

@@ -26,6 +26,7 @@ inline constexpr Out<Grid> grid{
 
 struct Params {
   std::string variant = "listing";
+  std::string accumulate = "float";
 };
 
 inline const StageDecl<Params> decl{
@@ -50,7 +51,8 @@ inline const StageDecl<Params> decl{
         "device. Atomic adds make the order of each cell's sum vary run to run (grid.tiled with "
         "tiles.bucket_sort order visibility gives reproducible grids). "
         "Tested: cpu against a double-precision Listing 1 (random kernels, edge visibilities, both signs of w, "
-        "thousands of visibilities in one cell), cuda against cpu. "
+        "thousands of visibilities in one cell; double sums within 2e-7 of it where float sums drift over ten "
+        "times further), cuda against cpu with the same sums. "
         "Work: cpu and cuda uvflow report visibilities and kernel-point updates; cuda listing reports visibilities "
         "only, since the supports are read on the device (uvflow counts them there). "
         "Non-finite uvw: the cpu backend stops with an error naming the visibility, as uvw.w_sort and grid.serial "
@@ -62,7 +64,17 @@ inline const StageDecl<Params> decl{
                  .choices = {"listing", "uvflow"},
                  .doc = "listing: the memo's listings (cpu: Listing 9, a visibility per thread; cuda: Listing 4, a "
                         "warp per visibility); uvflow: cuda only, visibilities gridded in groups in a locality "
-                        "order, one atomic per grid point of a group (stages/grid/atomic.cu)"}}},
+                        "order, one atomic per grid point of a group (stages/grid/atomic.cu)"}},
+               {&Params::accumulate,
+                {.name = "accumulate",
+                 .choices = {"float", "double"},
+                 .doc = "float: each update (listing) or each union point's sum (uvflow) is a float atomic add, so a "
+                        "cell's value is rounded at every add of a long chain whose order varies run to run (uvflow "
+                        "on the el presets: about 1e-5 relative Frobenius from the double-precision Listing 1); "
+                        "double: the same adds, products still in float, go into a double grid beside the float one "
+                        "(16 more bytes a cell; cuda: two double atomics per add), rounded to float once at the end, "
+                        "and mpi.reduce_grid sums the ranks' double grids. Cost and accuracy of both on the H100: "
+                        "bench/results/h100.md"}}},
     .concurrency = Concurrency::serial,
     .describe = [](const Params&, const PortShapes& in) { return grid_shape(in, kernels.name, grid.name); },
 };

@@ -171,7 +171,7 @@ class MovingWindowCuda final : public DeclaredStage<decl> {
 
   void prepare(PrepareContext& pc) override {
     if (pc.dry_run) return;
-    grid_.prepare(pc, grid);
+    grid_.prepare(pc, grid, /*double_sums=*/false);
     max_blocks_ = device::resident_blocks(reinterpret_cast<const void*>(window_kernel), kThreads);
   }
 
@@ -250,7 +250,7 @@ class MovingWindowCuda final : public DeclaredStage<decl> {
     ctx.add_work({.visibilities = double(n)});
   }
 
-  void finish(Context& ctx) override { grid_.finish(ctx, kernels, grid); }
+  void finish(Context& ctx) override { grid_.finish(ctx, kernels, grid, "grid.moving_window"); }
 
  private:
   int max_blocks_ = 1;

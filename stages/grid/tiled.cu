@@ -33,13 +33,13 @@
 #include <string>
 
 #include "runtime/cuda_check.hpp"
-#include "runtime/dist.hpp"
 #include "runtime/error.hpp"
 #include "runtime/payloads/kernels.hpp"
 #include "runtime/payloads/tiles.hpp"
 #include "stages/grid/tiled.hpp"
 #include "runtime/payloads/kernel_stack_builder.hpp"
 #include "stages/shared/chebyshev.hpp"
+#include "stages/shared/device_grid.hpp"
 #include "stages/shared/grid_atomics.cuh"
 #include "stages/shared/placement.hpp"
 
@@ -136,18 +136,8 @@ struct BlockArgs {
 // that the sums of what the kernels write back (an item's, a flush's) do not depend on their order
 // but for the last bits of a double.
 __device__ inline void add_to_grid(const BlockArgs& a, std::int64_t cell, float2 v) {
-  if (a.grid64) {
-    atomicAdd(&a.grid64[cell].x, double(v.x));
-    atomicAdd(&a.grid64[cell].y, double(v.y));
-  } else {
-    add_cell(a.grid + cell, v);
-  }
-}
-
-// accumulate: double: the double grid rounded to the float one, once.
-__global__ void round_grid(const double2* grid64, float2* grid, std::int64_t n) {
-  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n; i += std::int64_t(gridDim.x) * blockDim.x)
-    grid[i] = make_float2(float(grid64[i].x), float(grid64[i].y));
+  if (a.grid64) add_cell(a.grid64 + cell, v);
+  else add_cell(a.grid + cell, v);
 }
 
 // ---------------------------------------------------------------- nvidia
@@ -666,17 +656,7 @@ class TiledCuda final : public DeclaredStage<decl> {
 
   void finish(Context& ctx) override {
     if (!grid_) make_grid(ctx.in(kernels)->geom, ctx.stream());
-    if (!grid_->cells64.empty()) {
-      const auto n = std::int64_t(grid_->cells.size());
-      round_grid<<<std::clamp<std::int64_t>((n + 255) / 256, 1, 4 * sms_), 256, 0, static_cast<cudaStream_t>(ctx.stream().native())>>>(
-          reinterpret_cast<const double2*>(grid_->cells64.data()), reinterpret_cast<float2*>(grid_->cells.data()), n);
-      device::check_launch("grid.tiled: round_grid");
-      // Kept for mpi.reduce_grid, which sums the ranks' double grids (as the cpu backend's).
-      if (dist::size() == 1) {
-        keep_until(ctx.stream().record(), {&grid_->cells64});
-        grid_->cells64 = {};
-      }
-    }
+    round_double_sums(*grid_, ctx.stream(), "grid.tiled");
     ctx.emit(grid, std::move(grid_));
   }
 
@@ -684,11 +664,7 @@ class TiledCuda final : public DeclaredStage<decl> {
   // In prepare() where the kernels' geometry was described, else at the first block; the work
   // counters are handed to the framework at the first block (prepare has no Context).
   void make_grid(const GridGeometry& g, const device::Stream& stream) {
-    grid_ = std::make_shared<Grid>(Grid::zeros_on_device(g, stream));
-    if (double_) {
-      grid_->cells64 = Array<cdouble>::device(grid_->cells.size(), stream);
-      device::memset_zero(grid_->cells64.data(), grid_->cells64.bytes(), stream);
-    }
+    grid_ = std::make_shared<Grid>(device_grid(g, double_, stream));
     work_ = Array<double>::device(2, stream);
     device::memset_zero(work_.data(), work_.bytes(), stream);
   }

@@ -16,4 +16,10 @@ __device__ inline void add_cell(float2* cell, float2 v) {
 #endif
 }
 
+// accumulate: double: two double atomics (sm_90 has no vector double atomic).
+__device__ inline void add_cell(double2* cell, float2 v) {
+  atomicAdd(&cell->x, double(v.x));
+  atomicAdd(&cell->y, double(v.y));
+}
+
 }  // namespace uvflow
