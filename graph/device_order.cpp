@@ -1,5 +1,7 @@
 #include "graph/device_order.hpp"
 
+#include <algorithm>
+
 namespace uvflow {
 
 void order_after_inputs(const PayloadMap& inputs, const device::Stream& s) {
@@ -33,6 +35,19 @@ double DeviceTimes::seconds() const {
   for (auto& [a, b] : events_)
     if (a.ready() && b.ready()) s += b.elapsed_since(a) / 1e3;
   return s;
+}
+
+bool DeviceTimes::span(const device::Event& origin, double origin_s, double& from, double& to) const {
+  std::lock_guard lk(m_);
+  bool any = false;
+  for (auto& [a, b] : events_) {
+    if (!a.ready() || !b.ready()) continue;
+    const double s = origin_s + a.elapsed_since(origin) / 1e3, e = origin_s + b.elapsed_since(origin) / 1e3;
+    from = any ? std::min(from, s) : s;
+    to = any ? std::max(to, e) : e;
+    any = true;
+  }
+  return any;
 }
 
 }  // namespace uvflow

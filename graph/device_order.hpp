@@ -27,6 +27,9 @@ class DeviceTimes {
  public:
   void add(device::Event start, device::Event end);
   double seconds() const;  // of the calls whose events have completed
+  // The first start and the last end of the completed calls, in seconds after `origin` (an event
+  // with timing) plus `origin_s`; false when no call has completed.
+  bool span(const device::Event& origin, double origin_s, double& from, double& to) const;
 
  private:
   mutable std::mutex m_;

@@ -182,6 +182,10 @@ void PlanRunner::run_graph(const std::vector<int>& members, const std::set<PortK
     for (auto& n : nodes_) n->start_source();
     if (plan().run.once_first) g.wait_for_all();  // the kernel stack and the like, before streaming
     if (stream_start_s_ < 0) stream_start_s_ = run_.since_start();
+    if (cuda && !run_.device_origin.valid()) {
+      run_.device_origin = device::Stream::create().record(true);
+      run_.device_origin_s = run_.since_start();
+    }
     if (!run_.failed)
       for (auto& n : nodes_) n->activate();
     g.wait_for_all();
@@ -326,6 +330,8 @@ void PlanRunner::add_metrics(const StageMetrics& m) {
   if (m.busy_from >= 0 && (t.busy_from < 0 || m.busy_from < t.busy_from)) t.busy_from = m.busy_from;
   t.busy_to = std::max(t.busy_to, m.busy_to);
   t.last_output_s = std::max(t.last_output_s, m.last_output_s);
+  if (m.device_from >= 0 && (t.device_from < 0 || m.device_from < t.device_from)) t.device_from = m.device_from;
+  t.device_to = std::max(t.device_to, m.device_to);
   t.work.visibilities += m.work.visibilities;
   t.work.updates += m.work.updates;
   t.work.bytes_h2d += m.work.bytes_h2d;

@@ -139,6 +139,8 @@ nlohmann::json to_json(const RunReport& r) {
                            {"busy_from_s", m.busy_from},
                            {"busy_to_s", m.busy_to},
                            {"last_output_s", m.last_output_s},
+                           {"device_from_s", m.device_from},
+                           {"device_to_s", m.device_to},
                            {"bytes_h2d", m.work.bytes_h2d},
                            {"bytes_d2h", m.work.bytes_d2h},
                            {"visibilities", m.work.visibilities},
@@ -203,6 +205,8 @@ RunReport report_from_json(const std::string& text) {
     m.busy_from = s.at("busy_from_s");
     m.busy_to = s.at("busy_to_s");
     m.last_output_s = s.at("last_output_s");
+    m.device_from = s.value("device_from_s", -1.0);  // reports before these fields
+    m.device_to = s.value("device_to_s", -1.0);
     m.work = {.visibilities = s.at("visibilities"), .updates = s.at("updates"), .bytes_h2d = s.at("bytes_h2d"),
               .bytes_d2h = s.at("bytes_d2h")};
     r.stages.push_back(std::move(m));

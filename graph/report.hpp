@@ -18,6 +18,10 @@ struct StageMetrics {
   double device_s = 0;   // device time between CUDA events around each call (cuda backends)
   double busy_from = -1, busy_to = 0;  // first start and last end, seconds since the run began
   double last_output_s = -1;          // when its last output was handed on (downloads: landed)
+  // Cuda stages: when its first call's device work began and its last one's ended, on the device's
+  // clock, placed on the run's clock by an event recorded as the sources began streaming; -1 if
+  // none. The device timeline that busy_from/busy_to are on the host.
+  double device_from = -1, device_to = -1;
   Work work;
   // Time that rates are computed from: device time for cuda stages, host time otherwise.
   double time_s() const { return backend == "cuda" && device_s > 0 ? device_s : wall_s; }

@@ -45,6 +45,10 @@ struct RunState {
 
   const Plan& plan;
   Watcher* watcher = nullptr;  // the running graph's, in runs with cuda stages only
+  // Runs with cuda stages: an event recorded (with timing) as the sources began streaming, at
+  // device_origin_s on the run's clock, so that stages can place their device work on that clock.
+  device::Event device_origin;
+  double device_origin_s = -1;
   std::string device_name;
   OutputFiles files{"uvflow"};
   std::atomic<bool> failed{false};

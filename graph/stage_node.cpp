@@ -315,6 +315,9 @@ StageMetrics StageNode::metrics() const {
   StageMetrics m = metrics_;
   m.work = state_.work.host();
   m.device_s = device_times_.seconds();
+  if (run_.device_origin.valid() &&
+      !device_times_.span(run_.device_origin, run_.device_origin_s, m.device_from, m.device_to))
+    m.device_from = m.device_to = -1;
   return m;
 }
 

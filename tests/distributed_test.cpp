@@ -98,7 +98,7 @@ TEST(RankReports, JsonRoundTripAndTotals) {
   r.local_rank = 1;
   r.communication_s = 0.25;
   r.stages.push_back({.id = "grid", .type = "grid.tiled", .backend = "cpu", .items_in = 4, .wall_s = 1.5,
-                      .work = {.visibilities = 100, .updates = 4900}});
+                      .device_from = 0.125, .device_to = 0.75, .work = {.visibilities = 100, .updates = 4900}});
   const RunReport back = report_from_json(report_json(r));
   EXPECT_EQ(back.rank, 3);
   EXPECT_EQ(back.local_rank, 1);
@@ -108,6 +108,8 @@ TEST(RankReports, JsonRoundTripAndTotals) {
   EXPECT_EQ(back.stages[0].id, "grid");
   EXPECT_EQ(back.stages[0].items_in, 4);
   EXPECT_DOUBLE_EQ(back.stages[0].work.updates, 4900);
+  EXPECT_DOUBLE_EQ(back.stages[0].device_from, 0.125);
+  EXPECT_DOUBLE_EQ(back.stages[0].device_to, 0.75);
 
   RunReport root = r;
   root.rank = 0;

@@ -150,6 +150,21 @@ TEST_F(GpuImaging, DirtyImageGpuPipelineMatchesCpuAndCrossesTheBusOnceEachWay) {
   EXPECT_EQ(r.stage("corr.image.to_host").items_in, 1);
   EXPECT_DOUBLE_EQ(r.stage("corr.image.to_host").work.bytes_d2h, 512.0 * 512 * sizeof(float));
   EXPECT_DOUBLE_EQ(d2h, 512.0 * 512 * sizeof(float)) << "only the image comes back";
+
+  // The device timeline: each cuda stage's work within the run, and the chain's order on the device
+  // (the FFT reads the finished grid, the correction the image, the download the corrected image).
+  for (auto& m : r.stages) {
+    if (m.backend != "cuda") continue;
+    EXPECT_GE(m.device_from, 0) << m.id;
+    EXPECT_LE(m.device_from, m.device_to) << m.id;
+    EXPECT_LE(m.device_to, r.wall_s) << m.id;
+  }
+  const double slack = 1e-5;  // the events' resolution is about half a microsecond
+  EXPECT_LE(r.stage("grid").device_to, r.stage("image").device_from + slack);
+  EXPECT_LE(r.stage("image").device_to, r.stage("corr").device_from + slack);
+  EXPECT_LE(r.stage("corr").device_to, r.stage("corr.image.to_host").device_from + slack);
+  EXPECT_LE(r.stage("corr.image.to_host").device_to, r.stage("corr.image.to_host").last_output_s + slack)
+      << "the download is handed on once it has landed";
   std::printf("dirty_image_gpu: %.3f s wall (CPU pipeline %.3f s); host->device %.1f MB, device->host %.3f MB\n",
               r.wall_s, rc.wall_s, h2d / 1e6, d2h / 1e6);
 }
