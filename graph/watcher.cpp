@@ -2,7 +2,10 @@
 
 namespace uvflow {
 
-void Watcher::start() { thread_ = std::thread([this] { loop(); }); }
+void Watcher::start() {
+  thread_ = std::thread([this] { loop(); });
+  dropper_ = std::thread([this] { drop_loop(); });
+}
 
 void Watcher::after(std::vector<device::Event> evs, std::function<void()> fn) {
   g_.reserve_wait();
@@ -20,6 +23,12 @@ void Watcher::stop() {
   }
   cv_.notify_one();
   if (thread_.joinable()) thread_.join();
+  {
+    std::lock_guard lk(m_);
+    stop_dropping_ = true;
+  }
+  drop_cv_.notify_one();
+  if (dropper_.joinable()) dropper_.join();
 }
 
 void Watcher::loop() {
@@ -37,6 +46,24 @@ void Watcher::loop() {
       j.fn();
     } catch (...) {
       if (on_error) on_error(std::current_exception());
+    }
+    {
+      std::lock_guard lk(m_);
+      done_.push_back(std::move(j));
+    }
+    drop_cv_.notify_one();
+  }
+}
+
+void Watcher::drop_loop() {
+  for (;;) {
+    Job j;
+    {
+      std::unique_lock lk(m_);
+      drop_cv_.wait(lk, [&] { return stop_dropping_ || !done_.empty(); });
+      if (done_.empty()) return;
+      j = std::move(done_.front());
+      done_.pop_front();
     }
     j = {};  // drop what the job kept alive before releasing the graph
     g_.release_wait();

@@ -3,12 +3,15 @@
 // harness's parameter checks, the loader's.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <csignal>
 #include <fstream>
 #include <thread>
 
 #include "graph/executor.hpp"
 #include "graph/pipeline.hpp"
+#include "graph/watcher.hpp"
 #include "runtime/harness.hpp"
 #include "runtime/units.hpp"
 #include "stages/builtin.hpp"
@@ -381,4 +384,37 @@ TEST_F(Fixture, OutOfMemoryNamesStageItemAndSize) {
     EXPECT_EQ(std::string(e.what()),
               "stage 'big' (backend cpu, host, item 2): out of memory: could not allocate 268435456.0 GiB for a host array");
   }
+}
+
+// The watcher runs each job's continuation as soon as its events are done; what a job kept alive is
+// dropped on another thread, so a slow release (freeing large host arrays) does not hold back the
+// next continuation (a download's hand-off). The graph still waits for every drop.
+TEST(DeviceWatcher, SlowDropsDoNotHoldBackLaterContinuations) {
+  using namespace std::chrono;
+  struct SlowToFree {
+    explicit SlowToFree(std::atomic<bool>* f) : freed(f) {}
+    std::atomic<bool>* freed;
+    ~SlowToFree() {
+      std::this_thread::sleep_for(milliseconds(300));
+      *freed = true;
+    }
+  };
+  tbb::flow::graph g;
+  Watcher w(g);
+  w.start();
+  std::atomic<bool> freed{false};
+  std::atomic<double> first_ran{-1}, second_ran{-1};
+  const auto t0 = steady_clock::now();
+  auto since = [t0] { return duration<double>(steady_clock::now() - t0).count(); };
+  {
+    auto slow = std::make_shared<SlowToFree>(&freed);
+    w.after({}, [slow, &first_ran, since] { first_ran = since(); });
+  }  // the job holds the last reference
+  w.after({}, [&second_ran, since] { second_ran = since(); });
+  g.wait_for_all();
+  EXPECT_TRUE(freed) << "wait_for_all returned before the first job's drop";
+  ASSERT_GE(first_ran, 0);
+  ASSERT_GE(second_ran, 0);
+  EXPECT_LT(second_ran - first_ran, 0.15) << "the second continuation waited for the first job's drop";
+  w.stop();
 }
