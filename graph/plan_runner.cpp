@@ -183,8 +183,11 @@ void PlanRunner::run_graph(const std::vector<int>& members, const std::set<PortK
     if (plan().run.once_first) g.wait_for_all();  // the kernel stack and the like, before streaming
     if (stream_start_s_ < 0) stream_start_s_ = run_.since_start();
     if (cuda && !run_.device_origin.valid()) {
-      run_.device_origin = device::Stream::create().record(true);
+      // The clock is read before the record: the device cannot take the event earlier, so device
+      // times are placed no later than they happened (early by the record's latency, microseconds).
+      const device::Stream origin = device::Stream::create();
       run_.device_origin_s = run_.since_start();
+      run_.device_origin = origin.record(true);
     }
     if (!run_.failed)
       for (auto& n : nodes_) n->activate();

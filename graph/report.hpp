@@ -19,8 +19,9 @@ struct StageMetrics {
   double busy_from = -1, busy_to = 0;  // first start and last end, seconds since the run began
   double last_output_s = -1;          // when its last output was handed on (downloads: landed)
   // Cuda stages: when its first call's device work began and its last one's ended, on the device's
-  // clock, placed on the run's clock by an event recorded as the sources began streaming; -1 if
-  // none. The device timeline that busy_from/busy_to are on the host.
+  // clock, placed on the run's clock by an event recorded as the sources began streaming (never
+  // late, early by that record's latency); -1 if none. The device timeline that busy_from/busy_to
+  // are on the host.
   double device_from = -1, device_to = -1;
   Work work;
   // Time that rates are computed from: device time for cuda stages, host time otherwise.

@@ -168,7 +168,12 @@ __device__ __forceinline__ Group next_group(unsigned& pending, const GridCoord& 
   unsigned members = __ballot_sync(kFull, (pending >> lane & 1) && mine.plane == lead.plane &&
                                               mine.conj == lead.conj && abs(mine.u - lead.u) <= su &&
                                               abs(mine.v - lead.v) <= kSpanV);
-  if (__popc(members) > kGroup) members &= (1u << __fns(members, 0, kGroup + 1)) - 1;  // the first kGroup
+  if (__popc(members) > kGroup) {  // the first kGroup: clear them from a copy, drop what is left
+    unsigned later = members;
+#pragma unroll
+    for (int k = 0; k < kGroup; ++k) later &= later - 1;
+    members ^= later;
+  }
   pending &= ~members;
   const bool in = members >> lane & 1;
   const int u_lo = __reduce_min_sync(kFull, in ? mine.u : INT_MAX);
