@@ -57,6 +57,17 @@ simulated)
   images "$src/pipelines/dirty_image_mpi.yaml" \
     --set vars.preset=tiny --set vars.npix=256 --set run.threads=1 \
     --set vis.dumps_per_block=1 --set vis2.dumps_per_block=1
+  # grid.atomic with double sums: the ranks' double grids kept and summed by mpi.reduce_grid.
+  "$uvflow" run -q "$src/tests/pipelines/atomic_mpi.yaml" --set fits.path=atomic-one.fits --set run.report=atomic-one.json
+  check "atomic: one process" [ $? -eq 0 ]
+  for n in 2 4; do
+    mpi -np $n "$uvflow" run -q "$src/tests/pipelines/atomic_mpi.yaml" --set fits.path=atomic-$n.fits \
+      --set run.report=atomic-$n.json
+    check "atomic: mpirun -np $n exits 0" [ $? -eq 0 ]
+    check "atomic: np $n grids every visibility once" [ "$(gridded atomic-$n.json)" = "$(gridded atomic-one.json)" ]
+  done
+  check "atomic: np 2 and 4 images agree with one process to 1e-6 of the peak" \
+    /usr/bin/python3 "$src/tests/mpi_compare.py" 1e-6 atomic-one.fits atomic-2.fits atomic-4.fits
   # Sources left at share: none: every rank grids everything, which mpi.reduce_grid refuses.
   mpi -np 2 "$uvflow" run -q "$src/pipelines/dirty_image_mpi.yaml" --set vars.preset=tiny --set vars.npix=256 \
     --set vis.share=none --set vis2.share=none --set fits.path=twice.fits --set run.report=twice.json 2>err.txt
