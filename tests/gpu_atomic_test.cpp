@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <random>
 #include <string>
 #include <tuple>
@@ -36,6 +37,13 @@ class GridAtomicGpu : public test::GpuTest,
   // Float sums differ from the cpu backend's by the order of their float adds; double sums (float
   // products, a group's sum of up to 8 in uvflow) by the products' rounding only.
   double tolerance() const { return accumulate() == "double" ? 1e-6 : 1e-5; }
+  // `p` with the test's accumulate and double_box (the stage's default unless a test sets it).
+  std::map<std::string, ParamValue> params(std::map<std::string, ParamValue> p) const {
+    p["accumulate"] = accumulate();
+    if (double_box_ >= 0) p["double_box"] = double_box_;
+    return p;
+  }
+  std::int64_t double_box_ = -1;
 
   // Runs the cuda backend's variant on device copies of the inputs; returns its grid, downloaded,
   // and work.
@@ -44,7 +52,7 @@ class GridAtomicGpu : public test::GpuTest,
     for (auto& b : blocks) on_device.push_back(moved(b, Location::device));
     auto dks = moved(ks, Location::device);
     const GridRun run =
-        run_gridder(grid_atomic::spec(), "cuda", dks, on_device, {{"variant", variant()}, {"accumulate", accumulate()}});
+        run_gridder(grid_atomic::spec(), "cuda", dks, on_device, params({{"variant", variant()}}));
     EXPECT_EQ(run.grid->cells.location(), Location::device);
     EXPECT_EQ(run.grid->totals.location(), Location::device);
     auto host = moved(std::shared_ptr<const Grid>(run.grid), Location::host);
@@ -53,7 +61,7 @@ class GridAtomicGpu : public test::GpuTest,
 
   // The cuda backend's grid, totals and visibility count equal the cpu backend's.
   GridRun expect_cuda_matches_cpu(const std::shared_ptr<const KernelStack>& ks, const Blocks& blocks) {
-    const GridRun cpu = run_gridder(grid_atomic::spec(), "cpu", ks, blocks, {{"accumulate", accumulate()}});
+    const GridRun cpu = run_gridder(grid_atomic::spec(), "cpu", ks, blocks, params({}));
     const GridRun gpu = grid_cuda(ks, blocks);
     const Grid &g = *gpu.grid, &ref = *cpu.grid;
     EXPECT_EQ(g.geom, ks->geom);
@@ -185,6 +193,21 @@ TEST_P(GridAtomicGpu, DenseClustersMatchCpu) {
       const GridRun gpu = expect_cuda_matches_cpu(ks, {make_block(*ks, vis)});
       EXPECT_GT(gpu.grid->gridded(), 0);
     }
+  }
+}
+
+// double_box 0 (float sums everywhere, the centre too) and a box wider than the grid.
+TEST_P(GridAtomicGpu, DoubleBoxSizesMatchCpu) {
+  const auto seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  auto ks = random_kernel_stack(rng, 8, 12, 4, 256);
+  const Blocks blocks{make_block(*ks, random_vis(rng, *ks, 20000), 0),
+                      make_block(*ks, hot_cell_vis(rng, *ks, 20000, 30, -25), 1)};
+  for (std::int64_t box : {0, 16, 4096}) {
+    SCOPED_TRACE("double_box " + std::to_string(box));
+    double_box_ = box;
+    expect_cuda_matches_cpu(ks, blocks);
   }
 }
 

@@ -114,6 +114,14 @@ class AtomicCpu final : public DeclaredStage<decl> {
     }
     const std::int64_t n_grid = ks->geom.grid_size;
     const int o = ks->oversample;
+    // double_box (float sums): the central box_n^2 cells from (box_lo, box_lo) summed in double.
+    const int box_n = double_sums_ ? 0 : int(std::min<std::int64_t>(params().double_box, n_grid));
+    const int box_lo = int(n_grid / 2) - box_n / 2;
+    if (box_n > 0 && box_.empty()) {
+      box_ = Array<cdouble>::host(std::size_t(box_n) * box_n);
+      std::fill(box_.begin(), box_.end(), cdouble(0));
+    }
+    double* box = reinterpret_cast<double*>(box_.data());
 
     // `cells` is [v][u][re, im], float or (accumulate: double) double; the products are float either way.
     auto grid_block = [&](auto* cells) {
@@ -138,11 +146,20 @@ class AtomicCpu final : public DeclaredStage<decl> {
               for (int j = -s; j <= s; ++j) {
                 const cfloat* krow = kern + std::int64_t(std::abs(c.off_v + j * o)) * S;
                 Sum* row = cells + 2 * ((c.v + j) * n_grid + c.u);
+                const unsigned bv = unsigned(c.v + j - box_lo);
                 for (int k = -s; k <= s; ++k) {
                   const cfloat w = krow[std::abs(c.off_u + k * o)];
                   const float cr = w.real(), ci = conj * w.imag();
-                  std::atomic_ref<Sum>(row[2 * k]).fetch_add(Sum(vr * cr - vi * ci), std::memory_order_relaxed);
-                  std::atomic_ref<Sum>(row[2 * k + 1]).fetch_add(Sum(vi * cr + vr * ci), std::memory_order_relaxed);
+                  const float re = vr * cr - vi * ci, im = vi * cr + vr * ci;
+                  const unsigned bu = unsigned(c.u + k - box_lo);
+                  if (bu < unsigned(box_n) && bv < unsigned(box_n)) {
+                    double* b = box + 2 * (std::size_t(bv) * box_n + bu);
+                    std::atomic_ref<double>(b[0]).fetch_add(re, std::memory_order_relaxed);
+                    std::atomic_ref<double>(b[1]).fetch_add(im, std::memory_order_relaxed);
+                  } else {
+                    std::atomic_ref<Sum>(row[2 * k]).fetch_add(Sum(re), std::memory_order_relaxed);
+                    std::atomic_ref<Sum>(row[2 * k + 1]).fetch_add(Sum(im), std::memory_order_relaxed);
+                  }
                 }
               }
               t.norm += double(wt[i]) * fsum[footprint_index(c, o)];
@@ -164,6 +181,16 @@ class AtomicCpu final : public DeclaredStage<decl> {
 
   void finish(Context& ctx) override {
     if (!grid_) grid_ = new_grid(ctx.in(kernels)->geom);
+    if (!box_.empty()) {  // the box's double sums added into the float grid, rounded once
+      const std::int64_t N = grid_->geom.grid_size, n = std::lround(std::sqrt(double(box_.size())));
+      cfloat* cells = grid_->cells.data();
+      for (std::int64_t j = 0; j < n; ++j)
+        for (std::int64_t i = 0; i < n; ++i) {
+          cfloat& c = cells[(N / 2 - n / 2 + j) * N + N / 2 - n / 2 + i];
+          c = cfloat(cdouble(c) + box_[std::size_t(j * n + i)]);
+        }
+      box_ = {};
+    }
     if (!sums_.empty()) {  // rounded to float once
       cfloat* cells = grid_->cells.data();
       const cdouble* sums = sums_.data();
@@ -197,6 +224,7 @@ class AtomicCpu final : public DeclaredStage<decl> {
   bool pinned_ = false, double_sums_ = false;
   std::shared_ptr<Grid> grid_;
   Array<cdouble> sums_;  // accumulate: double: the grid's sums, made at the first block
+  Array<cdouble> box_;   // float sums: the central double_box^2 cells' double sums, made at the first block
 };
 
 }  // namespace

@@ -38,7 +38,20 @@ struct Args {
   float2* grid;
   double2* grid64;  // accumulate: double: the sums go here (rounded to `grid` at the end); else null
   double* totals;   // [norm, gridded, skipped]
+  double2* box;     // float sums: the central box_n^2 cells from (box_lo, box_lo), summed here in double
+  int box_lo, box_n;
 };
+
+// Where a float sum for cell (u, v) goes: the double box when the cell is in it (double_box), else
+// the cell (`at`). Cells of a double grid are never in a box.
+__device__ __forceinline__ void add_sum(const Args& a, float2* at, int u, int v, float2 sum) {
+  const unsigned bu = unsigned(u - a.box_lo), bv = unsigned(v - a.box_lo);
+  if (bu < unsigned(a.box_n) && bv < unsigned(a.box_n))
+    add_cell(a.box + (std::int64_t(bv) * a.box_n + bu), sum);
+  else
+    add_cell(at, sum);
+}
+__device__ __forceinline__ void add_sum(const Args&, double2* at, int, int, float2 sum) { add_cell(at, sum); }
 
 // The cells a kernel instantiated for float2 (accumulate: float) or double2 sums adds to.
 template <class Cell>
@@ -70,6 +83,7 @@ template <class Cell>
 __global__ void __launch_bounds__(kWarp* kWarpsPerBlock) grid_atomic_kernel(const Args a) {
   const int lane = threadIdx.x, o = a.g.oversample;
   const std::int64_t n_grid = a.g.grid_size, warps = std::int64_t(gridDim.x) * kWarpsPerBlock;
+  static_assert(std::is_same_v<Cell, float2> || std::is_same_v<Cell, double2>);
   // Every lane places the visibility itself (the loads are broadcasts), so these tallies are the
   // same in every lane of a warp and lane 0's stand for the warp.
   double norm = 0, gridded = 0, skipped = 0;
@@ -91,7 +105,7 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock) grid_atomic_kernel(cons
       for (int k = -s + lane; k <= s; k += kWarp) {
         float2 c = krow[abs(p.off_u + k * o)];
         c.y *= conj;
-        add_cell(row + k, make_float2(vr * c.x - vi * c.y, vi * c.x + vr * c.y));
+        add_sum(a, row + k, p.u + k, p.v + j, make_float2(vr * c.x - vi * c.y, vi * c.x + vr * c.y));
       }
     }
     norm += double(w) * a.footprint_sum[footprint_index(p, o)];
@@ -100,7 +114,14 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock) grid_atomic_kernel(cons
   add_totals<kWarpsPerBlock>(a.totals, norm, gridded, skipped);
 }
 
-// ---- uvflow ----
+// double_box: the box's double sums added into the float grid, rounded once.
+__global__ void add_box(const double2* box, float2* cells, int N, int lo, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n * n) return;
+  float2& c = cells[std::int64_t(lo + i / n) * N + lo + i % n];
+  c = make_float2(float(double(c.x) + box[i].x), float(double(c.y) + box[i].y));
+}
+
 // Groups of up to 8 (the walk keeps 3 registers per member, against the degridder's 5): on
 // el56-82, in a prototype inside the degridder's walker, groups of 8 within 6 cells along v took
 // 24.8 ms against 25.1 within 3, 34.6 ms for groups of 6 within 3 and 30.4-31.6 ms for 12 (spilled);
@@ -123,7 +144,7 @@ struct GroupArgs {
 // (u_lo - s, v_lo - s). Every lane walks the union's columns (G lanes along a row, R rows at once);
 // per point it reads the members' staged row offsets (a broadcast of K ints), per member whose
 // footprint holds its column one kernel value and 4 FMAs, and adds the sum with one atomic.
-template <class Cell, int K>
+template <class Cell, int K, bool kBox>
 __device__ __forceinline__ void grid_group(const GroupArgs& ga, float2 value, float sign, unsigned members, int s,
                                            int u_lo, int v_lo, int W, int H, int (*rowp)[kRowSlots],
                                            const int4* memb) {
@@ -168,22 +189,24 @@ __device__ __forceinline__ void grid_group(const GroupArgs& ga, float2 value, fl
               sy = fmaf(vr[m], kv.y, fmaf(vi[m], kv.x, sy));
             }
           }
-          add_cell(gp, make_float2(sx, sign * sy));
+          const float2 sum = make_float2(sx, sign * sy);
+          if constexpr (kBox) add_sum(a, gp, u_lo - s + x, v_lo - s + y0 + yy, sum);
+          else add_cell(gp, sum);
         }
       }
     }
   }
 }
 
-template <class Cell, int K, int kMax>
+template <class Cell, int K, int kMax, bool kBox>
 __device__ __forceinline__ void grid_group_of(int n, const GroupArgs& ga, float2 value, float sign, unsigned members,
                                               int s, int u_lo, int v_lo, int W, int H, int (*rowp)[kRowSlots],
                                               const int4* memb) {
   if constexpr (K <= kMax) {
     if (n == K)
-      grid_group<Cell, K>(ga, value, sign, members, s, u_lo, v_lo, W, H, rowp, memb);
+      grid_group<Cell, K, kBox>(ga, value, sign, members, s, u_lo, v_lo, W, H, rowp, memb);
     else
-      grid_group_of<Cell, K + 1, kMax>(n, ga, value, sign, members, s, u_lo, v_lo, W, H, rowp, memb);
+      grid_group_of<Cell, K + 1, kMax, kBox>(n, ga, value, sign, members, s, u_lo, v_lo, W, H, rowp, memb);
   }
 }
 
@@ -226,8 +249,15 @@ __global__ void __launch_bounds__(kWarp* locality::kWalkerWarps, 1)
       const locality::Group gr = locality::next_group<kGroup, kSpanV>(pending, mine);
       locality::stage_members(gr.members, mine, gr.u_lo, gr.v_lo, gr.s, o, int(ga.rows_start[gr.plane]), memb[w]);
       const float sign = __shfl_sync(kFull, mine.conj ? -1.0f : 1.0f, __ffs(gr.members) - 1);
-      grid_group_of<Cell, 1, kGroup>(__popc(gr.members), ga, value, sign, gr.members, gr.s, gr.u_lo, gr.v_lo, gr.W, gr.H,
-                               rowp[w], memb[w]);
+      // Groups whose union reaches the central box (float sums only) take the path that sends
+      // its cells to the double box; the others keep the plain loop.
+      const int u0 = gr.u_lo - gr.s, v0 = gr.v_lo - gr.s, lo = a.box_lo, hi = a.box_lo + a.box_n;
+      if (std::is_same_v<Cell, float2> && u0 < hi && u0 + gr.W > lo && v0 < hi && v0 + gr.H > lo)
+        grid_group_of<Cell, 1, kGroup, true>(__popc(gr.members), ga, value, sign, gr.members, gr.s, gr.u_lo, gr.v_lo,
+                                             gr.W, gr.H, rowp[w], memb[w]);
+      else
+        grid_group_of<Cell, 1, kGroup, false>(__popc(gr.members), ga, value, sign, gr.members, gr.s, gr.u_lo,
+                                              gr.v_lo, gr.W, gr.H, rowp[w], memb[w]);
     }
   }
   for (int d = kWarp / 2; d > 0; d /= 2) {
@@ -258,6 +288,11 @@ class AtomicCuda final : public DeclaredStage<decl> {
     const device::Stream& stream = ctx.stream();
     Grid& g = grid_.for_block(*block, *ks, stream, "grid.atomic");
     const std::int64_t n = std::int64_t(block->size());
+    const int N = int(ks->geom.grid_size), n_box = double_sums_ ? 0 : int(std::min<std::int64_t>(params().double_box, N));
+    if (n_box > 0 && box_.empty()) {
+      box_ = Array<cdouble>::device(std::size_t(n_box) * n_box, stream);
+      device::memset_zero(box_.data(), box_.bytes(), stream);
+    }
     if (n > 0) {
       const Args a{{ks->geom.scale(), ks->w_scale, ks->geom.grid_size, ks->planes, ks->oversample},
                    n,
@@ -272,7 +307,10 @@ class AtomicCuda final : public DeclaredStage<decl> {
                    ks->footprint_sum.data(),
                    reinterpret_cast<float2*>(g.cells.data()),
                    reinterpret_cast<double2*>(g.cells64.data()),
-                   g.totals.data()};
+                   g.totals.data(),
+                   reinterpret_cast<double2*>(box_.data()),
+                   N / 2 - n_box / 2,
+                   n_box};
       if (double_sums_) launch<double2>(ctx, a, *block, ks);
       else launch<float2>(ctx, a, *block, ks);
     }
@@ -281,7 +319,18 @@ class AtomicCuda final : public DeclaredStage<decl> {
     ctx.add_work({.visibilities = double(n)});
   }
 
-  void finish(Context& ctx) override { grid_.finish(ctx, kernels, grid, "grid.atomic"); }
+  void finish(Context& ctx) override {
+    if (!box_.empty()) {  // the central box's double sums, rounded once into the float grid
+      Grid* g = grid_.grid();
+      const int N = int(g->geom.grid_size), n = int(std::lround(std::sqrt(double(box_.size()))));  // square
+      add_box<<<unsigned((box_.size() + 255) / 256), 256, 0, static_cast<cudaStream_t>(ctx.stream().native())>>>(
+          reinterpret_cast<const double2*>(box_.data()), reinterpret_cast<float2*>(g->cells.data()), N, N / 2 - n / 2, n);
+      device::check_launch("grid.atomic: add_box");
+      keep_until(ctx.stream().record(), {&box_});
+      box_ = {};
+    }
+    grid_.finish(ctx, kernels, grid, "grid.atomic");
+  }
 
  private:
   template <class Cell>
@@ -332,6 +381,7 @@ class AtomicCuda final : public DeclaredStage<decl> {
   locality::WalkerLaunch walker_;
   locality::RowsTable rows_;
   Array<double> work_;
+  Array<cdouble> box_;  // float sums: the central double_box^2 cells' double sums, made at the first block
   DeviceGridSum grid_;
 };
 

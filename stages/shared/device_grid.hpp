@@ -39,6 +39,8 @@ class DeviceGridSum {
     return *grid_;
   }
 
+  Grid* grid() { return grid_.get(); }  // null before the first block (or prepare's geometry)
+
   void finish(Context& ctx, const In<KernelStack>& kernels, const Out<Grid>& out, const char* stage) {
     if (!grid_) grid_ = std::make_shared<Grid>(device_grid(ctx.in(kernels)->geom, double_sums_, ctx.stream()));
     round_double_sums(*grid_, ctx.stream(), stage);
