@@ -204,7 +204,7 @@ TEST_P(GridAtomicGpu, DoubleBoxSizesMatchCpu) {
   auto ks = random_kernel_stack(rng, 8, 12, 4, 256);
   const Blocks blocks{make_block(*ks, random_vis(rng, *ks, 20000), 0),
                       make_block(*ks, hot_cell_vis(rng, *ks, 20000, 30, -25), 1)};
-  for (std::int64_t box : {0, 16, 4096}) {
+  for (std::int64_t box : {0, 16, 512}) {
     SCOPED_TRACE("double_box " + std::to_string(box));
     double_box_ = box;
     expect_cuda_matches_cpu(ks, blocks);

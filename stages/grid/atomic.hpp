@@ -80,13 +80,15 @@ inline const StageDecl<Params> decl{
                 {.name = "double_box",
                  .unit = "cells",
                  .min = 0,
-                 .max = 4096,
+                 .max = 512,
                  .doc = "with float sums: the central N x N cells of the grid (where the short baselines pile up) are "
                         "summed in double in an array of their own and rounded into the grid once at the end; 0: "
                         "none. On the el presets the central 64^2 cells hold 99.9 % of the float sums' rounding "
                         "error: grid.atomic uvflow's agreement with the double sums goes from 1.0e-5 .. 1.3e-5 to "
-                        "3.2e-7 .. 3.8e-7 for 2-8 % of its gridding time (H100, bench/results/"
-                        "h100_uvflow_gridder.md). With accumulate: double every cell is summed in double already"}}},
+                        "3.2e-7 .. 3.8e-7 for 0.5-2 % of its gridding time (H100, bench/results/"
+                        "h100_uvflow_gridder.md). The cuda backend keeps 32 copies of the box (16 bytes a cell each: "
+                        "128 MiB at 512, the largest) so that fewer thread blocks contend for each double. With "
+                        "accumulate: double every cell is summed in double already"}}},
     .concurrency = Concurrency::serial,
     .describe = [](const Params&, const PortShapes& in) { return grid_shape(in, kernels.name, grid.name); },
 };
