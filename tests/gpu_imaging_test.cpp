@@ -159,7 +159,10 @@ TEST_F(GpuImaging, DirtyImageGpuPipelineMatchesCpuAndCrossesTheBusOnceEachWay) {
     EXPECT_LE(m.device_from, m.device_to) << m.id;
     EXPECT_LE(m.device_to, r.wall_s) << m.id;
   }
-  const double slack = 1e-5;  // the events' resolution is about half a microsecond
+  // Events on different streams were seen out of order by up to 34 us on the H100 (1 run in 4,
+  // stop 17: the download's first event before the correction's last, the download's end after
+  // the host had it), against a resolution of half a microsecond within a stream.
+  const double slack = 5e-5;
   EXPECT_LE(r.stage("grid").device_to, r.stage("image").device_from + slack);
   EXPECT_LE(r.stage("image").device_to, r.stage("corr").device_from + slack);
   EXPECT_LE(r.stage("corr").device_to, r.stage("corr.image.to_host").device_from + slack);
