@@ -4,6 +4,9 @@
 #   simulated  pipelines/dirty_image_mpi.yaml, natural, uniform and briggs: np 1, 2, 4 vs one process
 #   ms         pipelines/ms_dirty_image_mpi.yaml on a Measurement Set, the same
 #   frames     pipelines/straylight.yaml with frames.share=frames: np 2, 4 write the same files
+#   gpu        tests/pipelines/atomic_mpi.yaml on the cuda backends (grid.atomic uvflow): np 2 and 3
+#              ranks sharing this node's GPUs, mpi.reduce_grid cpu (through the host) and cuda (CUDA
+#              IPC), double and float sums, against one process; skipped (77) without a CUDA device
 #   failure    a rank that fails, a rank killed, mpirun terminated: every rank stops within
 #              seconds, the error said once, no output file
 # The pipelines set grid.tiled's accumulate: double, and mpi.reduce_grid sums the ranks' double
@@ -15,11 +18,14 @@
 set -uo pipefail
 mode=$1 uvflow=$2 mpiexec=$3 plugins=$4 src=$5
 source "$src/tests/support/checks.sh"
+# Debian's interpreter has the test's modules (numpy, astropy); elsewhere (the GPU machine) name one
+# with numpy in UVFLOW_TEST_PYTHON.
+py=${UVFLOW_TEST_PYTHON:-/usr/bin/python3}
 mpi() { "$mpiexec" --allow-run-as-root --oversubscribe -q "$@"; }
 
 # gridded REPORT: visibilities the `grid` stage gridded, summed over the ranks of the report.
 gridded() {
-  /usr/bin/python3 -c '
+  "$py" -c '
 import json, sys
 r = json.load(open(sys.argv[1]))
 print(int(sum(s["visibilities"] for k in r.get("ranks", [r]) for s in k["stages"] if s["id"] == "grid")))' "$1"
@@ -27,7 +33,7 @@ print(int(sum(s["visibilities"] for k in r.get("ranks", [r]) for s in k["stages"
 
 # local_ranks REPORT: the ranks' indices on their node, in order.
 local_ranks() {
-  /usr/bin/python3 -c '
+  "$py" -c '
 import json, sys
 r = json.load(open(sys.argv[1]))
 print(" ".join(str(k.get("local_rank", -1)) for k in sorted(r.get("ranks", [r]), key=lambda k: k["local_rank"])))' "$1"
@@ -47,7 +53,7 @@ images() {  # images PIPELINE SETTINGS...
         [ "$(local_ranks $w-$n.json)" = "$(seq -s ' ' 0 $((n - 1)))" ]
     done
     check "$w: np 1, 2, 4 images agree with one process to 1e-6 of the peak" \
-      /usr/bin/python3 "$src/tests/mpi_compare.py" 1e-6 $w-one.fits $w-1.fits $w-2.fits $w-4.fits
+      "$py" "$src/tests/mpi_compare.py" 1e-6 $w-one.fits $w-1.fits $w-2.fits $w-4.fits
   done
 }
 
@@ -67,7 +73,7 @@ simulated)
     check "atomic: np $n grids every visibility once" [ "$(gridded atomic-$n.json)" = "$(gridded atomic-one.json)" ]
   done
   check "atomic: np 2 and 4 images agree with one process to 1e-6 of the peak" \
-    /usr/bin/python3 "$src/tests/mpi_compare.py" 1e-6 atomic-one.fits atomic-2.fits atomic-4.fits
+    "$py" "$src/tests/mpi_compare.py" 1e-6 atomic-one.fits atomic-2.fits atomic-4.fits
   # Sources left at share: none: every rank grids everything, which mpi.reduce_grid refuses.
   mpi -np 2 "$uvflow" run -q "$src/pipelines/dirty_image_mpi.yaml" --set vars.preset=tiny --set vars.npix=256 \
     --set vis.share=none --set vis2.share=none --set fits.path=twice.fits --set run.report=twice.json 2>err.txt
@@ -135,6 +141,30 @@ failure)
   # Rank 0 says it at most once: mpirun follows its SIGTERM with a SIGKILL that may come first.
   check "interrupted: said at most once" [ "$(grep -c 'no output file was written' err.txt)" -le 1 ]
   check "interrupted: nothing written" no_output
+  ;;
+gpu)
+  command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 || { echo "no CUDA device: skipped"; exit 77; }
+  cuda=(--set grid.backend=cuda --set grid.variant=uvflow --set kernels.layouts=rows --set image.backend=cuda
+        --set corr.backend=cuda --set vis.preset=small --set vars.npix=512)
+  for acc in double float; do
+    "$uvflow" run -q "$src/tests/pipelines/atomic_mpi.yaml" "${cuda[@]}" --set grid.accumulate=$acc \
+      --set fits.path=$acc-one.fits --set run.report=$acc-one.json
+    check "gpu $acc: one process" [ $? -eq 0 ]
+    for n in 2 3; do
+      for b in cpu cuda; do
+        mpi -np $n "$uvflow" run -q "$src/tests/pipelines/atomic_mpi.yaml" "${cuda[@]}" --set grid.accumulate=$acc \
+          --set grid_sum.backend=$b --set fits.path=$acc-$n-$b.fits --set run.report=$acc-$n-$b.json
+        check "gpu $acc: mpirun -np $n, reduce_grid $b, exits 0" [ $? -eq 0 ]
+        check "gpu $acc: np $n $b grids every visibility once" [ "$(gridded $acc-$n-$b.json)" = "$(gridded $acc-one.json)" ]
+      done
+    done
+  done
+  # Double sums: the image does not depend on the ranks or the reduction's backend. Float sums:
+  # the float atomics' order varies from run to run (about 1e-5 of the peak, mpi_h100.md).
+  check "gpu double: np 2, 3 (cpu and cuda reductions) agree with one process to 1e-6 of the peak" \
+    "$py" "$src/tests/mpi_compare.py" 1e-6 double-one.fits double-{2,3}-{cpu,cuda}.fits
+  check "gpu float: np 2, 3 (cpu and cuda reductions) agree with one process to 1e-4 of the peak" \
+    "$py" "$src/tests/mpi_compare.py" 1e-4 float-one.fits float-{2,3}-{cpu,cuda}.fits
   ;;
 *)
   echo "unknown mode $mode"

@@ -44,29 +44,27 @@ class ReduceGrid final : public DeclaredStage<decl> {
       else dist::reduce_to_root(reinterpret_cast<const float*>(in->cells.data()), sum, n, chunk);
       out->cells64 = {};
       dist::reduce_to_root(in->totals.data(), root ? out->totals.data() : nullptr, in->totals.size());
-      if (root) check_counted_once(*out);
+      if (root) check_counted_once(out->totals.data(), out->obs.get());
     }
     ctx.emit(grid_out, out);
   }
 
  private:
-  // A source left at share: none makes every rank grid every visibility: the image, normalised by
-  // the summed weights, would look right, so the counts are what can tell.
-  static void check_counted_once(const Grid& sum) {
-    if (!sum.obs || sum.obs->total_visibilities <= 0) return;
-    const double counted = sum.totals[1] + sum.totals[2], total = double(sum.obs->total_visibilities);
-    if (counted > total)
-      throw InputError("the " + std::to_string(dist::size()) + " ranks gridded " + std::to_string(std::int64_t(counted)) +
-                       " visibilities of a set of " + std::to_string(sum.obs->total_visibilities) +
-                       ": every source that feeds the gridder needs share: rows (with share: none every rank reads "
-                       "them all)");
-  }
-
   bool pinned_ = false;
 };
 
 }  // namespace
 
-StageSpec spec() { return decl.spec({cpu_backend<ReduceGrid>()}); }
+void check_counted_once(const double* totals, const Observation* obs) {
+  if (!obs || obs->total_visibilities <= 0) return;
+  const double counted = totals[1] + totals[2], total = double(obs->total_visibilities);
+  if (counted > total)
+    throw InputError("the " + std::to_string(dist::size()) + " ranks gridded " + std::to_string(std::int64_t(counted)) +
+                     " visibilities of a set of " + std::to_string(obs->total_visibilities) +
+                     ": every source that feeds the gridder needs share: rows (with share: none every rank reads "
+                     "them all)");
+}
+
+StageSpec spec() { return decl.spec({cpu_backend<ReduceGrid>(), UVFLOW_CUDA_BACKEND(make_cuda)}); }
 
 }  // namespace uvflow::mpi_reduce_grid
