@@ -38,14 +38,18 @@ double DeviceTimes::seconds() const {
 }
 
 bool DeviceTimes::span(const device::Event& origin, double origin_s, double& from, double& to) const {
+  constexpr double kEmptyMs = 2e-3;
   std::lock_guard lk(m_);
   bool any = false;
-  for (auto& [a, b] : events_) {
-    if (!a.ready() || !b.ready()) continue;
-    const double s = origin_s + a.elapsed_since(origin) / 1e3, e = origin_s + b.elapsed_since(origin) / 1e3;
-    from = any ? std::min(from, s) : s;
-    to = any ? std::max(to, e) : e;
-    any = true;
+  for (const bool empty_too : {false, true}) {
+    for (auto& [a, b] : events_) {
+      if (!a.ready() || !b.ready() || (!empty_too && b.elapsed_since(a) < kEmptyMs)) continue;
+      const double s = origin_s + a.elapsed_since(origin) / 1e3, e = origin_s + b.elapsed_since(origin) / 1e3;
+      from = any ? std::min(from, s) : s;
+      to = any ? std::max(to, e) : e;
+      any = true;
+    }
+    if (any) break;
   }
   return any;
 }

@@ -28,7 +28,11 @@ class DeviceTimes {
   void add(device::Event start, device::Event end);
   double seconds() const;  // of the calls whose events have completed
   // The first start and the last end of the completed calls, in seconds after `origin` (an event
-  // with timing) plus `origin_s`; false when no call has completed.
+  // with timing) plus `origin_s`; false when no call has completed. Calls that enqueued no work
+  // (under 2 us between their events: an empty finish()) are left out unless all are: such a
+  // pair completes when the host records it, which may be long after the stage's work and after
+  // its consumers' work began (seen on the H100 as a correction "ending" 34-50+ us after the
+  // download of its image had started).
   bool span(const device::Event& origin, double origin_s, double& from, double& to) const;
 
  private:
