@@ -161,7 +161,10 @@ TEST_F(GpuImaging, DirtyImageGpuPipelineMatchesCpuAndCrossesTheBusOnceEachWay) {
     EXPECT_LE(m.device_from, m.device_to) << m.id;
     EXPECT_LE(m.device_to, r.wall_s) << m.id;
   }
-  const double slack = 1e-5;  // the events' resolution is about half a microsecond
+  // Not the events' resolution (half a microsecond): with empty calls left out of the spans, the H100
+  // still showed inversions of 15-19 us in 5 runs of 8 (stop 17), between the timestamps of two
+  // streams and between a device time mapped onto the host's clock and that clock.
+  const double slack = 5e-5;
   EXPECT_LE(r.stage("grid").device_to, r.stage("image").device_from + slack);
   EXPECT_LE(r.stage("image").device_to, r.stage("corr").device_from + slack);
   EXPECT_LE(r.stage("corr").device_to, r.stage("corr.image.to_host").device_from + slack);
