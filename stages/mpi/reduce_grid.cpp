@@ -1,5 +1,7 @@
 #include "stages/mpi/reduce_grid.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <vector>
 
@@ -63,6 +65,11 @@ void check_counted_once(const double* totals, const Observation* obs) {
                      " visibilities of a set of " + std::to_string(obs->total_visibilities) +
                      ": every source that feeds the gridder needs share: rows (with share: none every rank reads "
                      "them all)");
+}
+
+void log_rectangle(const std::string& stage, std::int64_t u0, std::int64_t v0, std::int64_t u1, std::int64_t v1, int n) {
+  spdlog::info("{}: {} ranks' grids summed over columns {}..{}, rows {}..{} ({:.1f} % of the {}^2 cells)", stage,
+               dist::size(), u0, u1, v0, v1, 100.0 * double(u1 - u0 + 1) * double(v1 - v0 + 1) / (double(n) * n), n);
 }
 
 StageSpec spec() { return decl.spec({cpu_backend<ReduceGrid>(), UVFLOW_CUDA_BACKEND(make_cuda)}); }

@@ -1,13 +1,15 @@
 // mpi.reduce_grid, cuda backend: the ranks' device grids summed on rank 0's device through CUDA IPC,
 // so that no grid crosses to the host (the cpu backend downloads every rank's grid and sums it
 // through MPI_Reduce: 3.86 s for two 18750^2 double grids on one H100 against 42 ms of gridding,
-// bench/results/mpi_h100.md). Every other rank copies its grid, a chunk at a time, into a staging
-// buffer rank 0 has mapped; rank 0 adds the chunks in rank order (in double where every rank kept
-// double sums) and rounds once. CUDA IPC needs every rank on one node; ranks on other GPUs are
+// bench/results/mpi_h100.md). Only the rectangle that holds every rank's non-zero cells is summed
+// (beyond the longest baseline a grid stays zero). Every other rank copies its rows of it, a chunk
+// at a time, into a staging buffer rank 0 has mapped; rank 0 adds them in rank order (in double
+// where every rank kept double sums) and rounds once. CUDA IPC needs every rank on one node; ranks on other GPUs are
 // reached through peer access (NVLink or PCIe), ranks sharing a GPU through its own memory.
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <string>
 #include <vector>
 
@@ -22,19 +24,42 @@ namespace {
 constexpr const char* kWho = "mpi.reduce_grid (cuda)";
 constexpr int kMaxRanks = 16;  // the sources of one launch (kernel parameters)
 
+// The smallest rectangle of cells holding every non-zero cell of a grid of n x n complex cells
+// (pairs of T): atomics into box = {u0, v0, u1, v1} (inclusive), which starts as {n, n, -1, -1}.
+template <class T>
+__global__ void nonzero_box(const T* cells, int n, int* box) {
+  int u0 = n, v0 = n, u1 = -1, v1 = -1;
+  for (int v = blockIdx.x; v < n; v += gridDim.x) {
+    const T* row = cells + 2 * std::int64_t(v) * n;
+    for (int u = threadIdx.x; u < n; u += blockDim.x)
+      if (row[2 * u] != 0 || row[2 * u + 1] != 0) u0 = min(u0, u), u1 = max(u1, u), v0 = min(v0, v), v1 = max(v1, v);
+  }
+  for (int d = 16; d > 0; d /= 2) {
+    u0 = min(u0, __shfl_xor_sync(0xffffffffu, u0, d)), v0 = min(v0, __shfl_xor_sync(0xffffffffu, v0, d));
+    u1 = max(u1, __shfl_xor_sync(0xffffffffu, u1, d)), v1 = max(v1, __shfl_xor_sync(0xffffffffu, v1, d));
+  }
+  if ((threadIdx.x & 31) == 0 && u1 >= 0) {
+    atomicMin(box, u0), atomicMin(box + 1, v0), atomicMax(box + 2, u1), atomicMax(box + 3, v1);
+  }
+}
+
+// Rows of the summed rectangle, `width` complex cells from column u0 of grid rows v0 .. v0 + rows - 1.
 template <class T>
 struct Sources {
-  const T* p[kMaxRanks];  // rank order: rank 0's own grid first
-  int n;
+  const T* own;            // rank 0's grid (pitch: the grid's row)
+  const T* p[kMaxRanks];   // the other ranks' staged rows (pitch: 2 width), rank order
+  int n;                   // other ranks
 };
 
-// out[i] = float(sum over the ranks of src[r][i]), each sum in T.
+// out = float(own + sum over the ranks' staged rows), each sum in T, for the rectangle's rows.
 template <class T>
-__global__ void sum_ranks(const Sources<T> src, std::size_t n, float* out) {
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
-    T s = src.p[0][i];
-    for (int r = 1; r < src.n; ++r) s += src.p[r][i];
-    out[i] = float(s);
+__global__ void sum_ranks(const Sources<T> src, std::int64_t grid_row, int u0, int v0, int width, int rows, float* out) {
+  const std::int64_t row_values = 2 * std::int64_t(width), total = row_values * rows;
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < total; i += std::int64_t(gridDim.x) * blockDim.x) {
+    const std::int64_t at = (v0 + i / row_values) * 2 * grid_row + 2 * std::int64_t(u0) + i % row_values;
+    T s = src.own[at];
+    for (int r = 0; r < src.n; ++r) s += src.p[r][i];
+    out[at] = float(s);
   }
 }
 
@@ -84,10 +109,13 @@ class ReduceGridCuda final : public DeclaredStage<decl> {
     const device::Stream& stream = ctx.stream();
     std::int64_t exact = in->cells64.size() == in->cells.size();
     dist::all_reduce(&exact, &exact, 1, dist::Op::min);
-    if (dist::root()) out->cells = Array<cfloat>::device(in->cells.size(), stream);
-    // A complex sum is the sum of the real and of the imaginary parts: 2n values.
-    if (exact) sum_to_root(ctx, reinterpret_cast<const double*>(in->cells64.data()), 2 * in->cells.size(), *out);
-    else sum_to_root(ctx, reinterpret_cast<const float*>(in->cells.data()), 2 * in->cells.size(), *out);
+    if (dist::root()) {
+      out->cells = Array<cfloat>::device(in->cells.size(), stream);
+      device::memset_zero(out->cells.data(), out->cells.bytes(), stream);  // outside the summed rectangle
+    }
+    const int n = int(in->geom.grid_size);
+    if (exact) sum_to_root(ctx, reinterpret_cast<const double*>(in->cells64.data()), n, *out);
+    else sum_to_root(ctx, reinterpret_cast<const float*>(in->cells.data()), n, *out);
     out->cells64 = {};
     // The totals: three doubles, through the host.
     auto totals = Array<double>::host(in->totals.size());
@@ -115,32 +143,60 @@ class ReduceGridCuda final : public DeclaredStage<decl> {
                        std::to_string(dist::size()) + ": use backend: cpu");
   }
 
-  // Rank r > 0: copy chunk k of `own` into its staging buffer, wait, barrier; rank 0: add every
-  // rank's chunk k into out.cells, wait, barrier (the staging buffers may then be refilled).
+  // The rectangle holding every rank's non-zero cells (a grid's outer cells, beyond the longest
+  // baseline, stay zero): {u0, v0, u1, v1}, inclusive; u1 < u0 when every grid is zero.
   template <class T>
-  void sum_to_root(Context& ctx, const T* own, std::size_t n, Grid& out) {
+  static std::array<std::int64_t, 4> nonzero_rectangle(const T* own, int n, const device::Stream& stream) {
+    auto box = Array<int>::device(4, stream);
+    const int start[4] = {n, n, -1, -1};
+    device::copy(box.data(), start, sizeof start, device::Copy::host_to_device, stream);
+    const int blocks = device::resident_blocks(reinterpret_cast<const void*>(nonzero_box<T>), 256);
+    nonzero_box<T><<<blocks, 256, 0, static_cast<cudaStream_t>(stream.native())>>>(own, n, box.data());
+    device::check_launch("mpi.reduce_grid: nonzero_box");
+    int found[4];
+    device::copy(found, box.data(), sizeof found, device::Copy::device_to_host, stream);
+    stream.synchronize();
+    std::int64_t lo[2] = {found[0], found[1]}, hi[2] = {found[2], found[3]};
+    dist::all_reduce(lo, lo, 2, dist::Op::min);
+    dist::all_reduce(hi, hi, 2, dist::Op::max);
+    return {lo[0], lo[1], hi[0], hi[1]};
+  }
+
+  // The rectangle's rows a chunk at a time. Rank r > 0: copy the chunk's rows of `own` into its
+  // staging buffer, wait, barrier; rank 0: add every rank's rows into out.cells, wait, barrier (the
+  // staging buffers may then be refilled).
+  template <class T>
+  void sum_to_root(Context& ctx, const T* own, int n, Grid& out) {
     const device::Stream& stream = ctx.stream();
-    const std::size_t step = std::min(n, std::max<std::size_t>(1, (std::size_t(params().chunk_mb) << 20) / sizeof(T)));
+    const auto [u0, v0, u1, v1] = nonzero_rectangle(own, n, stream);
+    if (u1 < u0) return;  // every grid is zero: so is the sum
+    const int width = int(u1 - u0 + 1), height = int(v1 - v0 + 1);
+    if (dist::root()) log_rectangle(ctx.stage_id(), u0, v0, u1, v1, n);
+    const std::size_t row_bytes = 2 * sizeof(T) * std::size_t(width);
+    const int step = int(std::clamp<std::size_t>((std::size_t(params().chunk_mb) << 20) / row_bytes, 1, std::size_t(height)));
     const bool root = dist::root();
     std::unique_ptr<IpcStaging> staging;
-    if (!root) staging = std::make_unique<IpcStaging>(step * sizeof(T));
+    if (!root) staging = std::make_unique<IpcStaging>(std::size_t(step) * row_bytes);
     const std::vector<std::string> handles = dist::gather(root ? std::string() : staging->handle());
     std::vector<std::unique_ptr<IpcMapping>> peers;
     for (std::size_t r = 1; r < handles.size(); ++r) peers.push_back(std::make_unique<IpcMapping>(handles[r]));
     auto* sum = reinterpret_cast<float*>(out.cells.data());
     auto s = static_cast<cudaStream_t>(stream.native());
     const int blocks = device::resident_blocks(reinterpret_cast<const void*>(sum_ranks<T>), 256);
-    for (std::size_t i = 0; i < n; i += step) {
-      const std::size_t m = std::min(step, n - i);
+    const std::size_t pitch = 2 * sizeof(T) * std::size_t(n);
+    for (int v = int(v0); v <= v1; v += step) {
+      const int rows = std::min<int>(step, int(v1) + 1 - v);
+      const T* first = own + 2 * (std::int64_t(v) * n + u0);
       if (!root) {
-        device::copy(staging->data(), own + i, m * sizeof(T), device::Copy::device_to_device, stream);
+        device::check(cudaMemcpy2DAsync(staging->data(), row_bytes, first, pitch, row_bytes, rows, cudaMemcpyDeviceToDevice, s),
+                      kWho, "cudaMemcpy2DAsync (to the staging buffer)");
         stream.synchronize();
       }
       dist::barrier();
       if (root) {
-        Sources<T> src{{own + i}, int(peers.size()) + 1};
-        for (std::size_t r = 0; r < peers.size(); ++r) src.p[r + 1] = static_cast<const T*>(peers[r]->data());
-        sum_ranks<T><<<blocks, 256, 0, s>>>(src, m, sum + i);
+        Sources<T> src{own, {}, int(peers.size())};
+        for (std::size_t r = 0; r < peers.size(); ++r) src.p[r] = static_cast<const T*>(peers[r]->data());
+        sum_ranks<T><<<blocks, 256, 0, s>>>(src, n, int(u0), v, width, rows, sum);
         device::check_launch("mpi.reduce_grid: sum_ranks");
         stream.synchronize();
       }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "runtime/payloads/grid.hpp"
 #include "runtime/stage_decl.hpp"
@@ -33,9 +34,10 @@ inline const StageDecl<Params> decl{
            "ranks leave them out of their plan (`uvflow run` does this; `uvflow check` and `plan` show the whole "
            "pipeline). In a run of one process the grid passes through unchanged (nothing is copied). The cpu "
            "backend sums host grids (a cuda gridder's grid comes down through the transfer the planner inserts). The "
-           "cuda backend sums device grids on rank 0's device through CUDA IPC, so no grid crosses to the host: each "
-           "other rank copies its grid, chunk_mb at a time, into a staging buffer rank 0 has mapped, and rank 0 adds "
-           "the chunks in rank order (ranks on other GPUs through peer access, ranks sharing a GPU through its own "
+           "cuda backend sums device grids on rank 0's device through CUDA IPC, so no grid crosses to the host, and "
+           "only over the rectangle that holds every rank's non-zero cells (found on the device; the cells beyond the "
+           "longest baseline stay zero): each other rank copies its rows of it, chunk_mb at a time, into a staging "
+           "buffer rank 0 has mapped, and rank 0 adds them in rank order (ranks on other GPUs through peer access, ranks sharing a GPU through its own "
            "memory); it needs every rank on one node and refuses a job that spans several. When every rank's gridder kept its grid in double (accumulate: double in grid.tiled's cpu "
            "backend, as the *_mpi.yaml pipelines set, or in grid.atomic) the double grids "
            "are summed, in double, and rounded to float once on rank 0 (8 bytes per float of the grid on the wire): the "
@@ -66,5 +68,7 @@ std::unique_ptr<Stage> make_cuda();
 // the summed weights, would look right, so the summed counts (totals: norm, gridded, skipped) are
 // what can tell. Throws InputError then.
 void check_counted_once(const double* totals, const Observation* obs);
+// The cuda backend's info line: the rectangle of an n x n grid it summed (spdlog stays out of nvcc).
+void log_rectangle(const std::string& stage, std::int64_t u0, std::int64_t v0, std::int64_t u1, std::int64_t v1, int n);
 
 }  // namespace uvflow::mpi_reduce_grid
