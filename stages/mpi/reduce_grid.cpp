@@ -2,6 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/parallel_reduce.h>
+
 #include <algorithm>
 #include <vector>
 
@@ -11,15 +15,59 @@
 namespace uvflow::mpi_reduce_grid {
 namespace {
 
-// The sum over the ranks of `n` doubles of `in`, chunk by chunk, rounded to float once into `out`
-// on rank 0 (null elsewhere).
-void sum_to_root(const double* in, float* out, std::size_t n, std::size_t chunk_bytes) {
-  const std::size_t step = std::max<std::size_t>(1, chunk_bytes / sizeof(double));
-  std::vector<double> sum(out ? std::min(step, n) : 0);
-  for (std::size_t i = 0; i < n; i += step) {
-    const std::size_t m = std::min(step, n - i);
-    dist::reduce_to_root(in + i, out ? sum.data() : nullptr, m, chunk_bytes);
-    if (out) std::copy(sum.begin(), sum.begin() + std::ptrdiff_t(m), out + i);
+// The rectangle of the non-zero cells of an n x n grid of complex cells (pairs of T).
+template <class T>
+Rectangle nonzero_rectangle(const T* cells, int n) {
+  return tbb::parallel_reduce(
+      tbb::blocked_range<int>(0, n), Rectangle{n, n, -1, -1},
+      [&](const tbb::blocked_range<int>& rows, Rectangle r) {
+        for (int v = rows.begin(); v < rows.end(); ++v) {
+          const T* row = cells + 2 * std::int64_t(v) * n;
+          for (int u = 0; u < n; ++u)
+            if (row[2 * u] != 0 || row[2 * u + 1] != 0)
+              r = {std::min<std::int64_t>(r.u0, u), std::min<std::int64_t>(r.v0, v), std::max<std::int64_t>(r.u1, u),
+                   std::max<std::int64_t>(r.v1, v)};
+        }
+        return r;
+      },
+      [](const Rectangle& a, const Rectangle& b) {
+        return Rectangle{std::min(a.u0, b.u0), std::min(a.v0, b.v0), std::max(a.u1, b.u1), std::max(a.v1, b.v1)};
+      });
+}
+
+// The sum over the ranks of the rectangle `r` of `in` (n x n complex cells, pairs of T; null: a
+// zero grid), rows packed chunk_bytes at a time, into `out` on rank 0 (null elsewhere), rounded to
+// float once; the rest of `out` is zeroed.
+template <class T>
+void sum_to_root(const T* in, float* out, int n, Rectangle r, std::size_t chunk_bytes) {
+  if (out)
+    tbb::parallel_for(tbb::blocked_range<int>(0, n), [&](const tbb::blocked_range<int>& rows) {
+      for (int v = rows.begin(); v < rows.end(); ++v) {
+        float* row = out + 2 * std::int64_t(v) * n;
+        if (r.empty() || v < r.v0 || v > r.v1) {
+          std::fill(row, row + 2 * std::int64_t(n), 0.0f);
+        } else {
+          std::fill(row, row + 2 * r.u0, 0.0f);
+          std::fill(row + 2 * (r.u1 + 1), row + 2 * std::int64_t(n), 0.0f);
+        }
+      }
+    });
+  if (r.empty()) return;
+  const std::size_t row_values = 2 * std::size_t(r.u1 - r.u0 + 1);
+  const auto step = std::int64_t(std::clamp<std::size_t>(chunk_bytes / (row_values * sizeof(T)), 1, std::size_t(r.v1 - r.v0 + 1)));
+  std::vector<T> pack(std::size_t(step) * row_values), sum(out ? pack.size() : 0);
+  for (std::int64_t v = r.v0; v <= r.v1; v += step) {
+    const std::int64_t rows = std::min(step, r.v1 + 1 - v);
+    for (std::int64_t i = 0; i < rows; ++i) {
+      const auto at = pack.begin() + std::ptrdiff_t(i * row_values);
+      if (!in) std::fill(at, at + std::ptrdiff_t(row_values), T(0));
+      else std::copy(in + 2 * ((v + i) * n + r.u0), in + 2 * ((v + i) * n + r.u0) + row_values, at);
+    }
+    dist::reduce_to_root(pack.data(), out ? sum.data() : nullptr, std::size_t(rows) * row_values, chunk_bytes);
+    if (out)
+      for (std::int64_t i = 0; i < rows; ++i)
+        std::transform(sum.begin() + std::ptrdiff_t(i * row_values), sum.begin() + std::ptrdiff_t((i + 1) * row_values),
+                       out + 2 * ((v + i) * n + r.u0), [](T x) { return float(x); });
   }
 }
 
@@ -36,14 +84,20 @@ class ReduceGrid final : public DeclaredStage<decl> {
         out->cells = Array<cfloat>::host(in->cells.size(), pinned_);
         out->totals = Array<double>::host(in->totals.size());
       }
-      // A complex sum is the sum of the real and of the imaginary parts: 2n values. The double
-      // cells of every rank (grid.tiled's cpu backend) when all have them, else the float cells.
-      const std::size_t n = 2 * in->cells.size(), chunk = std::size_t(params().chunk_mb) << 20;
+      // The double cells of every rank (a gridder's accumulate: double) when all have them, else
+      // the float cells; a complex sum is the sum of the real and of the imaginary parts.
+      // A rank that gridded nothing has a zero grid and no double cells: it counts as double.
+      const int n = int(in->geom.grid_size);
+      const std::size_t chunk = std::size_t(params().chunk_mb) << 20;
       float* sum = root ? reinterpret_cast<float*>(out->cells.data()) : nullptr;
-      std::int64_t exact = in->cells64.size() == in->cells.size();
+      const auto* cells64 = in->cells64.size() == in->cells.size() ? reinterpret_cast<const double*>(in->cells64.data()) : nullptr;
+      const auto* cells = reinterpret_cast<const float*>(in->cells.data());
+      const Rectangle mine = cells64 ? nonzero_rectangle(cells64, n) : nonzero_rectangle(cells, n);
+      std::int64_t exact = cells64 || mine.empty();
       dist::all_reduce(&exact, &exact, 1, dist::Op::min);
-      if (exact) sum_to_root(reinterpret_cast<const double*>(in->cells64.data()), sum, n, chunk);
-      else dist::reduce_to_root(reinterpret_cast<const float*>(in->cells.data()), sum, n, chunk);
+      const Rectangle all = agree_rectangle(mine, n, ctx.stage_id());
+      if (exact) sum_to_root(cells64, sum, n, all, chunk);
+      else sum_to_root(cells, sum, n, all, chunk);
       out->cells64 = {};
       dist::reduce_to_root(in->totals.data(), root ? out->totals.data() : nullptr, in->totals.size());
       if (root) check_counted_once(out->totals.data(), out->obs.get());
@@ -67,9 +121,18 @@ void check_counted_once(const double* totals, const Observation* obs) {
                      "them all)");
 }
 
-void log_rectangle(const std::string& stage, std::int64_t u0, std::int64_t v0, std::int64_t u1, std::int64_t v1, int n) {
-  spdlog::info("{}: {} ranks' grids summed over columns {}..{}, rows {}..{} ({:.1f} % of the {}^2 cells)", stage,
-               dist::size(), u0, u1, v0, v1, 100.0 * double(u1 - u0 + 1) * double(v1 - v0 + 1) / (double(n) * n), n);
+Rectangle agree_rectangle(Rectangle mine, int n, const std::string& stage) {
+  std::int64_t lo[2] = {mine.u0, mine.v0}, hi[2] = {mine.u1, mine.v1};
+  dist::all_reduce(lo, lo, 2, dist::Op::min);
+  dist::all_reduce(hi, hi, 2, dist::Op::max);
+  const Rectangle r{lo[0], lo[1], hi[0], hi[1]};
+  if (dist::root()) {
+    if (r.empty()) spdlog::info("{}: every rank's grid is zero", stage);
+    else
+      spdlog::info("{}: {} ranks' grids summed over columns {}..{}, rows {}..{} ({:.1f} % of the {}^2 cells)", stage,
+                   dist::size(), r.u0, r.u1, r.v0, r.v1, 100.0 * double(r.u1 - r.u0 + 1) * double(r.v1 - r.v0 + 1) / (double(n) * n), n);
+  }
+  return r;
 }
 
 StageSpec spec() { return decl.spec({cpu_backend<ReduceGrid>(), UVFLOW_CUDA_BACKEND(make_cuda)}); }

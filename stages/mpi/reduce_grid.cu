@@ -9,7 +9,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <array>
 #include <string>
 #include <vector>
 
@@ -143,10 +142,8 @@ class ReduceGridCuda final : public DeclaredStage<decl> {
                        std::to_string(dist::size()) + ": use backend: cpu");
   }
 
-  // The rectangle holding every rank's non-zero cells (a grid's outer cells, beyond the longest
-  // baseline, stay zero): {u0, v0, u1, v1}, inclusive; u1 < u0 when every grid is zero.
   template <class T>
-  static std::array<std::int64_t, 4> nonzero_rectangle(const T* own, int n, const device::Stream& stream) {
+  static Rectangle nonzero_rectangle(const T* own, int n, const device::Stream& stream, const std::string& stage) {
     auto box = Array<int>::device(4, stream);
     const int start[4] = {n, n, -1, -1};
     device::copy(box.data(), start, sizeof start, device::Copy::host_to_device, stream);
@@ -156,10 +153,7 @@ class ReduceGridCuda final : public DeclaredStage<decl> {
     int found[4];
     device::copy(found, box.data(), sizeof found, device::Copy::device_to_host, stream);
     stream.synchronize();
-    std::int64_t lo[2] = {found[0], found[1]}, hi[2] = {found[2], found[3]};
-    dist::all_reduce(lo, lo, 2, dist::Op::min);
-    dist::all_reduce(hi, hi, 2, dist::Op::max);
-    return {lo[0], lo[1], hi[0], hi[1]};
+    return agree_rectangle({found[0], found[1], found[2], found[3]}, n, stage);
   }
 
   // The rectangle's rows a chunk at a time. Rank r > 0: copy the chunk's rows of `own` into its
@@ -168,10 +162,9 @@ class ReduceGridCuda final : public DeclaredStage<decl> {
   template <class T>
   void sum_to_root(Context& ctx, const T* own, int n, Grid& out) {
     const device::Stream& stream = ctx.stream();
-    const auto [u0, v0, u1, v1] = nonzero_rectangle(own, n, stream);
+    const auto [u0, v0, u1, v1] = nonzero_rectangle(own, n, stream, ctx.stage_id());
     if (u1 < u0) return;  // every grid is zero: so is the sum
     const int width = int(u1 - u0 + 1), height = int(v1 - v0 + 1);
-    if (dist::root()) log_rectangle(ctx.stage_id(), u0, v0, u1, v1, n);
     const std::size_t row_bytes = 2 * sizeof(T) * std::size_t(width);
     const int step = int(std::clamp<std::size_t>((std::size_t(params().chunk_mb) << 20) / row_bytes, 1, std::size_t(height)));
     const bool root = dist::root();

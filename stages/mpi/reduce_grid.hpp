@@ -68,7 +68,14 @@ std::unique_ptr<Stage> make_cuda();
 // the summed weights, would look right, so the summed counts (totals: norm, gridded, skipped) are
 // what can tell. Throws InputError then.
 void check_counted_once(const double* totals, const Observation* obs);
-// The cuda backend's info line: the rectangle of an n x n grid it summed (spdlog stays out of nvcc).
-void log_rectangle(const std::string& stage, std::int64_t u0, std::int64_t v0, std::int64_t u1, std::int64_t v1, int n);
+// Cells [u0, u1] x [v0, v1] of a grid (inclusive); empty when u1 < u0.
+struct Rectangle {
+  std::int64_t u0, v0, u1, v1;
+  bool empty() const { return u1 < u0; }
+};
+// Every rank calls it with the rectangle of its own non-zero cells; all get the rectangle holding
+// every rank's (beyond the longest baseline a grid stays zero, and only this part is summed).
+// Rank 0 says what it is for the n x n grid of `stage`.
+Rectangle agree_rectangle(Rectangle mine, int n, const std::string& stage);
 
 }  // namespace uvflow::mpi_reduce_grid
