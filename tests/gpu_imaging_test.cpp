@@ -168,7 +168,10 @@ TEST_F(GpuImaging, DirtyImageGpuPipelineMatchesCpuAndCrossesTheBusOnceEachWay) {
   EXPECT_LE(r.stage("grid").device_to, r.stage("image").device_from + slack);
   EXPECT_LE(r.stage("image").device_to, r.stage("corr").device_from + slack);
   EXPECT_LE(r.stage("corr").device_to, r.stage("corr.image.to_host").device_from + slack);
-  EXPECT_LE(r.stage("corr.image.to_host").device_to, r.stage("corr.image.to_host").last_output_s + slack)
+  // A device time on the host's clock against the host's own: 51 us late once in 12 runs (stop 17).
+  // A hand-off before the copy landed would also show as a wrong image above.
+  const double host_slack = 2e-4;
+  EXPECT_LE(r.stage("corr.image.to_host").device_to, r.stage("corr.image.to_host").last_output_s + host_slack)
       << "the download is handed on once it has landed";
   std::printf("dirty_image_gpu: %.3f s wall (CPU pipeline %.3f s); host->device %.1f MB, device->host %.3f MB\n",
               r.wall_s, rc.wall_s, h2d / 1e6, d2h / 1e6);
