@@ -24,27 +24,26 @@ void stamp_call(const device::Stream& s, const PayloadMap& stream_inputs, const 
   watcher.after({done}, [keep = std::move(keep)] {});
 }
 
-void DeviceTimes::add(device::Event start, device::Event end) {
+void DeviceTimes::add(device::Event start, device::Event end, bool in_span) {
   std::lock_guard lk(m_);
-  events_.emplace_back(std::move(start), std::move(end));
+  calls_.push_back({std::move(start), std::move(end), in_span});
 }
 
 double DeviceTimes::seconds() const {
   std::lock_guard lk(m_);
   double s = 0;
-  for (auto& [a, b] : events_)
-    if (a.ready() && b.ready()) s += b.elapsed_since(a) / 1e3;
+  for (auto& c : calls_)
+    if (c.start.ready() && c.end.ready()) s += c.end.elapsed_since(c.start) / 1e3;
   return s;
 }
 
 bool DeviceTimes::span(const device::Event& origin, double origin_s, double& from, double& to) const {
-  constexpr double kEmptyMs = 2e-3;
   std::lock_guard lk(m_);
   bool any = false;
-  for (const bool empty_too : {false, true}) {
-    for (auto& [a, b] : events_) {
-      if (!a.ready() || !b.ready() || (!empty_too && b.elapsed_since(a) < kEmptyMs)) continue;
-      const double s = origin_s + a.elapsed_since(origin) / 1e3, e = origin_s + b.elapsed_since(origin) / 1e3;
+  for (const bool all : {false, true}) {
+    for (auto& c : calls_) {
+      if (!c.start.ready() || !c.end.ready() || !(all || c.in_span)) continue;
+      const double s = origin_s + c.start.elapsed_since(origin) / 1e3, e = origin_s + c.end.elapsed_since(origin) / 1e3;
       from = any ? std::min(from, s) : s;
       to = any ? std::max(to, e) : e;
       any = true;

@@ -25,19 +25,24 @@ void stamp_call(const device::Stream& s, const PayloadMap& stream_inputs, const 
 // The events around each call of a stage; their elapsed times are its device time.
 class DeviceTimes {
  public:
-  void add(device::Event start, device::Event end);
+  // in_span: false for a start or end-of-stream call that emitted nothing. Its events (there is
+  // usually no work between them) complete when the host records them, which may be long after
+  // the stage's work and after its consumers' work began (seen on the H100 as a correction
+  // "ending" 34-50+ us after the download of its image had started), so they stay out of span().
+  void add(device::Event start, device::Event end, bool in_span = true);
   double seconds() const;  // of the calls whose events have completed
-  // The first start and the last end of the completed calls, in seconds after `origin` (an event
-  // with timing) plus `origin_s`; false when no call has completed. Calls that enqueued no work
-  // (under 2 us between their events: an empty finish()) are left out unless all are: such a
-  // pair completes when the host records it, which may be long after the stage's work and after
-  // its consumers' work began (seen on the H100 as a correction "ending" 34-50+ us after the
-  // download of its image had started).
+  // The first start and the last end of the completed calls in the span (of all of them when
+  // none is), in seconds after `origin` (an event with timing) plus `origin_s`; false when no call
+  // has completed.
   bool span(const device::Event& origin, double origin_s, double& from, double& to) const;
 
  private:
+  struct Call {
+    device::Event start, end;
+    bool in_span;
+  };
   mutable std::mutex m_;
-  std::vector<std::pair<device::Event, device::Event>> events_;
+  std::vector<Call> calls_;
 };
 
 }  // namespace uvflow

@@ -216,7 +216,7 @@ void StageNode::run(const Invocation& inv) {
     }
 
     if (cuda_) {
-      device_times_.add(t_start, state_.stream.record(true));
+      device_times_.add(t_start, state_.stream.record(true), !(inv.start || inv.finish) || !ctx.outbox.empty());
       stamp_call(state_.stream, inv.inputs, ctx.outbox, tokens, *run_.watcher);
     }
     if (inv.finish || inv.start) {
