@@ -167,6 +167,16 @@ gpu)
       done
     done
   done
+  # 2 blocks over 3 ranks: rank 2 grids nothing.
+  few=(--set vis.preset=tiny --set vis.dumps_per_block=5 --set grid.accumulate=double)
+  "$uvflow" run -q "$src/tests/pipelines/atomic_mpi.yaml" "${cuda[@]}" "${few[@]}" --set fits.path=few-one.fits
+  for b in cpu cuda; do
+    mpi -np 3 "$uvflow" run -q "$src/tests/pipelines/atomic_mpi.yaml" "${cuda[@]}" "${few[@]}" --set grid_sum.backend=$b \
+      --set fits.path=few-3-$b.fits
+    check "gpu: a rank without blocks, reduce_grid $b, exits 0" [ $? -eq 0 ]
+  done
+  check "gpu: a rank without blocks: np 3 agrees with one process to 1e-6 of the peak" \
+    "$py" "$src/tests/mpi_compare.py" 1e-6 few-one.fits few-3-cpu.fits few-3-cuda.fits
   # Double sums: the image does not depend on the ranks or the reduction's backend. Float sums:
   # the float atomics' order varies from run to run (about 1e-5 of the peak, mpi_h100.md).
   check "gpu double: np 2, 3 (cpu and cuda reductions) agree with one process to 1e-6 of the peak" \

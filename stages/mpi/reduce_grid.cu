@@ -45,7 +45,7 @@ __global__ void nonzero_box(const T* cells, int n, int* box) {
 // Rows of the summed rectangle, `width` complex cells from column u0 of grid rows v0 .. v0 + rows - 1.
 template <class T>
 struct Sources {
-  const T* own;            // rank 0's grid (pitch: the grid's row)
+  const T* own;            // rank 0's grid (pitch: the grid's row); null: a zero grid
   const T* p[kMaxRanks];   // the other ranks' staged rows (pitch: 2 width), rank order
   int n;                   // other ranks
 };
@@ -56,7 +56,7 @@ __global__ void sum_ranks(const Sources<T> src, std::int64_t grid_row, int u0, i
   const std::int64_t row_values = 2 * std::int64_t(width), total = row_values * rows;
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < total; i += std::int64_t(gridDim.x) * blockDim.x) {
     const std::int64_t at = (v0 + i / row_values) * 2 * grid_row + 2 * std::int64_t(u0) + i % row_values;
-    T s = src.own[at];
+    T s = src.own ? src.own[at] : T(0);
     for (int r = 0; r < src.n; ++r) s += src.p[r][i];
     out[at] = float(s);
   }
@@ -106,15 +106,21 @@ class ReduceGridCuda final : public DeclaredStage<decl> {
     if (dist::size() == 1) return ctx.emit(grid_out, out);
     check_one_node();
     const device::Stream& stream = ctx.stream();
-    std::int64_t exact = in->cells64.size() == in->cells.size();
-    dist::all_reduce(&exact, &exact, 1, dist::Op::min);
     if (dist::root()) {
       out->cells = Array<cfloat>::device(in->cells.size(), stream);
       device::memset_zero(out->cells.data(), out->cells.bytes(), stream);  // outside the summed rectangle
     }
+    // The double cells of every rank when all have them (a rank whose grid is zero counts), else
+    // the float cells, as the cpu backend.
     const int n = int(in->geom.grid_size);
-    if (exact) sum_to_root(ctx, reinterpret_cast<const double*>(in->cells64.data()), n, *out);
-    else sum_to_root(ctx, reinterpret_cast<const float*>(in->cells.data()), n, *out);
+    const auto* cells64 = in->cells64.size() == in->cells.size() ? reinterpret_cast<const double*>(in->cells64.data()) : nullptr;
+    const auto* cells = reinterpret_cast<const float*>(in->cells.data());
+    const Rectangle mine = cells64 ? nonzero_rectangle(cells64, n, stream) : nonzero_rectangle(cells, n, stream);
+    std::int64_t exact = cells64 || mine.empty();
+    dist::all_reduce(&exact, &exact, 1, dist::Op::min);
+    const Rectangle all = agree_rectangle(mine, n, ctx.stage_id());
+    if (exact) sum_to_root(ctx, cells64, n, all, *out);
+    else sum_to_root(ctx, cells, n, all, *out);
     out->cells64 = {};
     // The totals: three doubles, through the host.
     auto totals = Array<double>::host(in->totals.size());
@@ -142,8 +148,9 @@ class ReduceGridCuda final : public DeclaredStage<decl> {
                        std::to_string(dist::size()) + ": use backend: cpu");
   }
 
+  // This rank's rectangle of non-zero cells.
   template <class T>
-  static Rectangle nonzero_rectangle(const T* own, int n, const device::Stream& stream, const std::string& stage) {
+  static Rectangle nonzero_rectangle(const T* own, int n, const device::Stream& stream) {
     auto box = Array<int>::device(4, stream);
     const int start[4] = {n, n, -1, -1};
     device::copy(box.data(), start, sizeof start, device::Copy::host_to_device, stream);
@@ -153,17 +160,17 @@ class ReduceGridCuda final : public DeclaredStage<decl> {
     int found[4];
     device::copy(found, box.data(), sizeof found, device::Copy::device_to_host, stream);
     stream.synchronize();
-    return agree_rectangle({found[0], found[1], found[2], found[3]}, n, stage);
+    return {found[0], found[1], found[2], found[3]};
   }
 
-  // The rectangle's rows a chunk at a time. Rank r > 0: copy the chunk's rows of `own` into its
-  // staging buffer, wait, barrier; rank 0: add every rank's rows into out.cells, wait, barrier (the
-  // staging buffers may then be refilled).
+  // The rectangle r's rows a chunk at a time. Rank r > 0: copy the chunk's rows of `own` (null: a
+  // zero grid) into its staging buffer, wait, barrier; rank 0: add every rank's rows into
+  // out.cells, wait, barrier (the staging buffers may then be refilled).
   template <class T>
-  void sum_to_root(Context& ctx, const T* own, int n, Grid& out) {
+  void sum_to_root(Context& ctx, const T* own, int n, Rectangle r, Grid& out) {
     const device::Stream& stream = ctx.stream();
-    const auto [u0, v0, u1, v1] = nonzero_rectangle(own, n, stream, ctx.stage_id());
-    if (u1 < u0) return;  // every grid is zero: so is the sum
+    const auto [u0, v0, u1, v1] = r;
+    if (r.empty()) return;  // every grid is zero: so is the sum
     const int width = int(u1 - u0 + 1), height = int(v1 - v0 + 1);
     const std::size_t row_bytes = 2 * sizeof(T) * std::size_t(width);
     const int step = int(std::clamp<std::size_t>((std::size_t(params().chunk_mb) << 20) / row_bytes, 1, std::size_t(height)));
@@ -179,10 +186,13 @@ class ReduceGridCuda final : public DeclaredStage<decl> {
     const std::size_t pitch = 2 * sizeof(T) * std::size_t(n);
     for (int v = int(v0); v <= v1; v += step) {
       const int rows = std::min<int>(step, int(v1) + 1 - v);
-      const T* first = own + 2 * (std::int64_t(v) * n + u0);
       if (!root) {
-        device::check(cudaMemcpy2DAsync(staging->data(), row_bytes, first, pitch, row_bytes, rows, cudaMemcpyDeviceToDevice, s),
-                      kWho, "cudaMemcpy2DAsync (to the staging buffer)");
+        if (own)
+          device::check(cudaMemcpy2DAsync(staging->data(), row_bytes, own + 2 * (std::int64_t(v) * n + u0), pitch, row_bytes,
+                                          rows, cudaMemcpyDeviceToDevice, s),
+                        kWho, "cudaMemcpy2DAsync (to the staging buffer)");
+        else
+          device::memset_zero(staging->data(), std::size_t(rows) * row_bytes, stream);
         stream.synchronize();
       }
       dist::barrier();
