@@ -118,6 +118,7 @@ class AtomicCpu final : public DeclaredStage<decl> {
     const int box_n = double_sums_ ? 0 : int(std::min<std::int64_t>(params().double_box, n_grid));
     const int box_lo = int(n_grid / 2) - box_n / 2;
     if (box_n > 0 && box_.empty()) {
+      box_n_ = box_n;
       box_ = Array<cdouble>::host(std::size_t(box_n) * box_n);
       std::fill(box_.begin(), box_.end(), cdouble(0));
     }
@@ -182,7 +183,7 @@ class AtomicCpu final : public DeclaredStage<decl> {
   void finish(Context& ctx) override {
     if (!grid_) grid_ = new_grid(ctx.in(kernels)->geom);
     if (!box_.empty()) {  // the box's double sums added into the float grid, rounded once
-      const std::int64_t N = grid_->geom.grid_size, n = std::lround(std::sqrt(double(box_.size())));
+      const std::int64_t N = grid_->geom.grid_size, n = box_n_;
       cfloat* cells = grid_->cells.data();
       for (std::int64_t j = 0; j < n; ++j)
         for (std::int64_t i = 0; i < n; ++i) {
@@ -225,6 +226,7 @@ class AtomicCpu final : public DeclaredStage<decl> {
   std::shared_ptr<Grid> grid_;
   Array<cdouble> sums_;  // accumulate: double: the grid's sums, made at the first block
   Array<cdouble> box_;   // float sums: the central double_box^2 cells' double sums, made at the first block
+  int box_n_ = 0;
 };
 
 }  // namespace

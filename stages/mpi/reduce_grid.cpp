@@ -84,20 +84,16 @@ class ReduceGrid final : public DeclaredStage<decl> {
         out->cells = Array<cfloat>::host(in->cells.size(), pinned_);
         out->totals = Array<double>::host(in->totals.size());
       }
-      // The double cells of every rank (a gridder's accumulate: double) when all have them, else
-      // the float cells; a complex sum is the sum of the real and of the imaginary parts.
-      // A rank that gridded nothing has a zero grid and no double cells: it counts as double.
+      // A complex sum is the sum of the real and of the imaginary parts.
       const int n = int(in->geom.grid_size);
       const std::size_t chunk = std::size_t(params().chunk_mb) << 20;
       float* sum = root ? reinterpret_cast<float*>(out->cells.data()) : nullptr;
       const auto* cells64 = in->cells64.size() == in->cells.size() ? reinterpret_cast<const double*>(in->cells64.data()) : nullptr;
       const auto* cells = reinterpret_cast<const float*>(in->cells.data());
-      const Rectangle mine = cells64 ? nonzero_rectangle(cells64, n) : nonzero_rectangle(cells, n);
-      std::int64_t exact = cells64 || mine.empty();
-      dist::all_reduce(&exact, &exact, 1, dist::Op::min);
-      const Rectangle all = agree_rectangle(mine, n, ctx.stage_id());
-      if (exact) sum_to_root(cells64, sum, n, all, chunk);
-      else sum_to_root(cells, sum, n, all, chunk);
+      const SumPlan plan = plan_sum(cells64, cells64 ? nonzero_rectangle(cells64, n) : nonzero_rectangle(cells, n), n,
+                                    ctx.stage_id());
+      if (plan.exact) sum_to_root(cells64, sum, n, plan.cells, chunk);
+      else sum_to_root(cells, sum, n, plan.cells, chunk);
       out->cells64 = {};
       dist::reduce_to_root(in->totals.data(), root ? out->totals.data() : nullptr, in->totals.size());
       if (root) check_counted_once(out->totals.data(), out->obs.get());
@@ -121,7 +117,9 @@ void check_counted_once(const double* totals, const Observation* obs) {
                      "them all)");
 }
 
-Rectangle agree_rectangle(Rectangle mine, int n, const std::string& stage) {
+SumPlan plan_sum(bool has_double_cells, Rectangle mine, int n, const std::string& stage) {
+  std::int64_t exact = has_double_cells || mine.empty();
+  dist::all_reduce(&exact, &exact, 1, dist::Op::min);
   std::int64_t lo[2] = {mine.u0, mine.v0}, hi[2] = {mine.u1, mine.v1};
   dist::all_reduce(lo, lo, 2, dist::Op::min);
   dist::all_reduce(hi, hi, 2, dist::Op::max);
@@ -129,10 +127,11 @@ Rectangle agree_rectangle(Rectangle mine, int n, const std::string& stage) {
   if (dist::root()) {
     if (r.empty()) spdlog::info("{}: every rank's grid is zero", stage);
     else
-      spdlog::info("{}: {} ranks' grids summed over columns {}..{}, rows {}..{} ({:.1f} % of the {}^2 cells)", stage,
-                   dist::size(), r.u0, r.u1, r.v0, r.v1, 100.0 * double(r.u1 - r.u0 + 1) * double(r.v1 - r.v0 + 1) / (double(n) * n), n);
+      spdlog::info("{}: {} ranks' {} grids summed over columns {}..{}, rows {}..{} ({:.1f} % of the {}^2 cells)", stage,
+                   dist::size(), exact ? "double" : "float", r.u0, r.u1, r.v0, r.v1,
+                   100.0 * double(r.u1 - r.u0 + 1) * double(r.v1 - r.v0 + 1) / (double(n) * n), n);
   }
-  return r;
+  return {exact != 0, r};
 }
 
 StageSpec spec() { return decl.spec({cpu_backend<ReduceGrid>(), UVFLOW_CUDA_BACKEND(make_cuda)}); }

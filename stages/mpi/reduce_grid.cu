@@ -4,8 +4,9 @@
 // bench/results/mpi_h100.md). Only the rectangle that holds every rank's non-zero cells is summed
 // (beyond the longest baseline a grid stays zero). Every other rank copies its rows of it, a chunk
 // at a time, into a staging buffer rank 0 has mapped; rank 0 adds them in rank order (in double
-// where every rank kept double sums) and rounds once. CUDA IPC needs every rank on one node; ranks on other GPUs are
-// reached through peer access (NVLink or PCIe), ranks sharing a GPU through its own memory.
+// where every rank kept double sums) and rounds once. CUDA IPC needs every rank on one node; ranks
+// on other GPUs are reached through peer access (NVLink or PCIe), ranks sharing a GPU through its
+// own memory.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -110,17 +111,13 @@ class ReduceGridCuda final : public DeclaredStage<decl> {
       out->cells = Array<cfloat>::device(in->cells.size(), stream);
       device::memset_zero(out->cells.data(), out->cells.bytes(), stream);  // outside the summed rectangle
     }
-    // The double cells of every rank when all have them (a rank whose grid is zero counts), else
-    // the float cells, as the cpu backend.
     const int n = int(in->geom.grid_size);
     const auto* cells64 = in->cells64.size() == in->cells.size() ? reinterpret_cast<const double*>(in->cells64.data()) : nullptr;
     const auto* cells = reinterpret_cast<const float*>(in->cells.data());
-    const Rectangle mine = cells64 ? nonzero_rectangle(cells64, n, stream) : nonzero_rectangle(cells, n, stream);
-    std::int64_t exact = cells64 || mine.empty();
-    dist::all_reduce(&exact, &exact, 1, dist::Op::min);
-    const Rectangle all = agree_rectangle(mine, n, ctx.stage_id());
-    if (exact) sum_to_root(ctx, cells64, n, all, *out);
-    else sum_to_root(ctx, cells, n, all, *out);
+    const SumPlan plan = plan_sum(cells64, cells64 ? nonzero_rectangle(cells64, n, stream) : nonzero_rectangle(cells, n, stream),
+                                  n, ctx.stage_id());
+    if (plan.exact) sum_to_root(ctx, cells64, n, plan.cells, *out);
+    else sum_to_root(ctx, cells, n, plan.cells, *out);
     out->cells64 = {};
     // The totals: three doubles, through the host.
     auto totals = Array<double>::host(in->totals.size());

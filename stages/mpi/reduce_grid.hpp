@@ -73,9 +73,15 @@ struct Rectangle {
   std::int64_t u0, v0, u1, v1;
   bool empty() const { return u1 < u0; }
 };
-// Every rank calls it with the rectangle of its own non-zero cells; all get the rectangle holding
-// every rank's (beyond the longest baseline a grid stays zero, and only this part is summed).
-// Rank 0 says what it is for the n x n grid of `stage`.
-Rectangle agree_rectangle(Rectangle mine, int n, const std::string& stage);
+// What both backends sum: the double cells when every rank has them (a rank whose grid is zero,
+// having gridded nothing, counts), else the float cells; and the rectangle holding every rank's
+// non-zero cells (beyond the longest baseline a grid stays zero: only this part is summed). Every
+// rank calls it with whether it has double cells and the rectangle of its own non-zero cells;
+// rank 0 says what is summed of the n x n grid of `stage`.
+struct SumPlan {
+  bool exact;
+  Rectangle cells;
+};
+SumPlan plan_sum(bool has_double_cells, Rectangle mine, int n, const std::string& stage);
 
 }  // namespace uvflow::mpi_reduce_grid
