@@ -1,7 +1,8 @@
 // grid.atomic, cuda backend (both variants, float and double sums), against its cpu backend (which
 // atomic_test.cpp checks against Listing 1) with the same sums: the same random kernels and
 // visibilities, uploaded, gridded on the device through the harness, downloaded and compared. Fixed and fresh random seeds; for the uvflow
-// variant also dense clusters (its groups, both signs of w mixed) and blocks placed by uvw.w_sort.
+// variant also dense clusters (its groups, both signs of w mixed), entries repeated at one uvw (merged
+// in its groups) and blocks placed by uvw.w_sort.
 // Skips without a CUDA device.
 #include <gtest/gtest.h>
 
@@ -175,8 +176,10 @@ TEST_P(GridAtomicGpu, NoBlocksGiveAnEmptyGrid) {
 
 // Dense clusters of visibilities within a few cells of each other, of one w-plane each, in both
 // signs of w (the uvflow variant's groups of up to 8, conjugated and plain kernels side by side),
-// wide supports (rows of up to 97 values: three column passes) and narrow ones.
-TEST_P(GridAtomicGpu, DenseClustersMatchCpu) {
+// wide supports (rows of up to 97 values: three column passes) and narrow ones; with them entries
+// repeated at one uvw (1 to 20 times each, values of their own, shuffled), which the uvflow variant
+// grids once per cell and sub-cell offset of a group, their values summed.
+TEST_P(GridAtomicGpu, DenseClustersAndRepeatsMatchCpu) {
   for (auto seed : test::seeds(20261125ULL)) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     std::mt19937_64 rng(seed);
@@ -190,6 +193,7 @@ TEST_P(GridAtomicGpu, DenseClustersMatchCpu) {
           vis.push_back({u + near(rng), v + near(rng), (unit(rng) < 0.5 ? -1 : 1) * w,
                          cfloat(float(unit(rng)), float(unit(rng) - 0.5)), float(0.5 + unit(rng))});
       }
+      for (const VisAt& x : repeated_vis(rng, *ks, 3000, 20)) vis.push_back(x);
       const GridRun gpu = expect_cuda_matches_cpu(ks, {make_block(*ks, vis)});
       EXPECT_GT(gpu.grid->gridded(), 0);
     }

@@ -1,9 +1,9 @@
 // The prediction chain's cuda backends against their cpu backends (degrid_test.cpp checks those
 // against the serial reference, the adjoint identity and a direct DFT): degrid.wproj, every
 // variant, on the same random grids and visibilities, raw and placed by uvw.w_sort on the device,
-// on baseline tracks in the simulator's [dump][baseline] order (the moving window's case) and on
-// dense clusters of one w-plane (the uvflow variant's groups); fft.image_to_grid on random
-// images. Skips without a CUDA device.
+// on baseline tracks in the simulator's [dump][baseline] order (the moving window's case), on
+// dense clusters of one w-plane (the uvflow variant's groups) and on entries repeated at one uvw
+// (predicted once per group key); fft.image_to_grid on random images. Skips without a CUDA device.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -147,15 +147,20 @@ TEST_P(DegridGpu, MatchesTheCpuBackendRawAndPlaced) {
       std::shared_ptr<VisBlock> dense = clusters(*ks, 20000, rng);
       label(*dense, rng);
       const auto dense_ref = degrid("cpu", g, ks, dense);
+      std::shared_ptr<VisBlock> repeats = test::repeated_block(*ks, 2000, 20, rng);
+      label(*repeats, rng);
+      const auto repeats_ref = degrid("cpu", g, ks, repeats);
 
       std::vector<std::pair<std::shared_ptr<const VisBlock>, std::shared_ptr<const VisBlock>>> cases = {
           {moved(std::shared_ptr<const VisBlock>(v), Location::device), ref},
           {moved(track, Location::device), track_ref},
-          {moved(std::shared_ptr<const VisBlock>(dense), Location::device), dense_ref}};
+          {moved(std::shared_ptr<const VisBlock>(dense), Location::device), dense_ref},
+          {moved(std::shared_ptr<const VisBlock>(repeats), Location::device), repeats_ref}};
       if (windowed())  // uvw.w_sort drops the antennas: the window cannot group its output
         EXPECT_THROW(degrid("cuda", dg, dks, placed), InputError);
       else
-        for (auto p : {placed, place(dense)}) cases.push_back({p, degrid("cpu", g, ks, moved(p, Location::host))});
+        for (auto p : {placed, place(dense), place(repeats)})
+          cases.push_back({p, degrid("cpu", g, ks, moved(p, Location::host))});
       for (auto& [dev, want] : cases) {
         auto out = moved(degrid("cuda", dg, dks, dev), Location::host);
         ASSERT_EQ(out->size(), want->size());

@@ -5,8 +5,8 @@
 //                  loop over the block), lanes across the flattened footprint, quarter kernels read
 //                  at |off + k o| (stride o along u), one warp reduction per visibility.
 //   uvflow         ours: visits the block in (w-plane, Morton cell) order, sorted on the device,
-//                  and degrids groups of up to 6 visibilities of one plane a few cells apart at
-//                  once, a warp walking the union of their footprints and loading each grid
+//                  and degrids groups of up to 6 visibilities of one plane a few cells apart (with
+//                  the others at their cells and sub-cell offsets, which share their predictions) at once, a warp walking the union of their footprints and loading each grid
 //                  value once for the whole group (see "uvflow (nearest lookup)" below). With
 //                  kernel_lookup linear, a warp split into groups of 8, 16 or 32 lanes by the
 //                  support, each lane owning footprint columns (linear_kernel).
@@ -232,7 +232,7 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock) linear_kernel(const Arg
 
 // ---- uvflow (nearest lookup) ----
 // The locality order and groups of stages/shared/locality_order.cuh: a warp degrids up to kGroup
-// visibilities of one plane at once, loading each grid value of their footprints' union once, into
+// keys (cell and sub-cell offset: a key's visibilities share the prediction) of one plane at once, loading each grid value of their footprints' union once, into
 // a register, and applying it to every member (one kernel load and 4 FMAs each), so the grid costs
 // 8 / members bytes per update instead of 8. Sums are reduced per member at the end.
 // Sizes measured on el56-82 (bench/results/h100_degrid.md): at 24 warps per SM groups of up to 6
@@ -246,31 +246,33 @@ constexpr int kRowSlots = (kGroup + 3) / 4 * 4;  // a union row's staged offsets
 using locality::kRowTile;
 using locality::span_u;
 
-// A group of exactly K members (bits of `members`; each lane holds its entry in `mine`, `idx`) of
-// one plane, support s, whose footprints' union is W x H cells from (u_lo - s, v_lo - s). The
-// warp walks the union: G lanes along a row (8, 16 or 32 by W), 32 / G rows at once, and per
-// 32 rows stages in shared memory where each member's kernel row starts for every row: an
-// offset into a.kernels (for this design the stack's rows layout with a run of zeros after it at
-// `zero_row`, for the rows outside the member's footprint). A point then costs one grid load for all members, one
-// shared-memory read of the members' offsets (a broadcast of K ints) and per member one kernel
-// load and 4 FMAs: no branch and no index arithmetic but the column's between the loads. Lanes
-// whose column is outside a member's footprint read a clamped column and drop that member's
-// column sum (`part`) at the end of the column pass.
+// A group of exactly K keys (gr.leaders: cells and sub-cell offsets; gr.members every lane at them,
+// each holding its entry in `mine`, `idx`, and taking its key's prediction) of one plane, support
+// s, whose footprints' union is W x H cells from (u_lo - s, v_lo - s). The warp walks the union:
+// G lanes along a row (8, 16 or 32 by W), 32 / G rows at once, and per 32 rows stages in shared
+// memory where each member's kernel row starts for every row: an offset into a.kernels (for this
+// design the stack's rows layout with a run of zeros after it at `zero_row`, for the rows outside
+// the member's footprint). A point then costs one grid load for all members, one shared-memory
+// read of the members' offsets (a broadcast of K ints) and per member one kernel load and 4 FMAs:
+// no branch and no index arithmetic but the column's between the loads. Lanes whose column is
+// outside a member's footprint read a clamped column and drop that member's column sum (`part`) at
+// the end of the column pass.
 template <int K>
-__device__ void degrid_group(const Args& a, const GridCoord& mine, std::int32_t idx, unsigned members, int s,
-                             int plane_start, int zero_row, int u_lo, int v_lo, int W, int H,
-                             int (*rowp)[kRowSlots], int4* memb) {
-  const int lane = threadIdx.x & (kWarp - 1), o = a.g.oversample, L = 2 * s + 1;
+__device__ void degrid_group(const Args& a, const GridCoord& mine, std::int32_t idx, const locality::Group& gr,
+                             int plane_start, int zero_row, int (*rowp)[kRowSlots], int4* memb) {
+  const int lane = threadIdx.x & (kWarp - 1), o = a.g.oversample, s = gr.s, L = 2 * s + 1;
+  const int u_lo = gr.u_lo, v_lo = gr.v_lo, W = gr.W, H = gr.H;
   const std::int64_t N = a.g.grid_size;
   const int G = W <= 8 ? 8 : (W <= 16 ? 16 : kWarp), R = kWarp / G;
   const int col = lane & (G - 1), row = lane / G;
-  const bool in = members >> lane & 1;
-  const int rank = __popc(members & ((1u << lane) - 1));
-  locality::stage_members(members, mine, u_lo, v_lo, s, o, plane_start, memb);
+  // K keys (gr.leaders) are walked; each member lane, a duplicate too, takes its key's prediction.
+  const bool in = gr.members >> lane & 1;
+  const int rank = __popc(gr.leaders & ((1u << (__ffs(gr.same) - 1)) - 1));
+  locality::stage_members(gr.leaders, mine, u_lo, v_lo, s, o, plane_start, memb);
   // G * conj(C) (plain C for conjugated kernels: the members share conj) as two sums of FMAs:
   // re += gr cr + gs ci, im += gi cr + gn ci with gs = sign gi, gn = -sign gr, set per grid value.
   const float sign = mine.conj ? -1.0f : 1.0f;  // every member's; lanes outside use none of it
-  const float group_sign = __shfl_sync(kFull, sign, __ffs(members) - 1);
+  const float group_sign = __shfl_sync(kFull, sign, __ffs(gr.leaders) - 1);
   float2 acc[K];
 #pragma unroll
   for (int m = 0; m < K; ++m) acc[m] = make_float2(0, 0);
@@ -320,14 +322,13 @@ __device__ void degrid_group(const Args& a, const GridCoord& mine, std::int32_t 
 }
 
 template <int K, int kMax>
-__device__ void degrid_group_of(int n, const Args& a, const GridCoord& mine, std::int32_t idx, unsigned members,
-                                int s, int plane_start, int zero_row, int u_lo, int v_lo, int W, int H,
-                                int (*rowp)[kRowSlots], int4* memb) {
+__device__ void degrid_group_of(int n, const Args& a, const GridCoord& mine, std::int32_t idx, const locality::Group& gr,
+                                int plane_start, int zero_row, int (*rowp)[kRowSlots], int4* memb) {
   if constexpr (K <= kMax) {
     if (n == K)
-      degrid_group<K>(a, mine, idx, members, s, plane_start, zero_row, u_lo, v_lo, W, H, rowp, memb);
+      degrid_group<K>(a, mine, idx, gr, plane_start, zero_row, rowp, memb);
     else
-      degrid_group_of<K + 1, kMax>(n, a, mine, idx, members, s, plane_start, zero_row, u_lo, v_lo, W, H, rowp, memb);
+      degrid_group_of<K + 1, kMax>(n, a, mine, idx, gr, plane_start, zero_row, rowp, memb);
   }
 }
 
@@ -358,8 +359,7 @@ __global__ void __launch_bounds__(kWarp* locality::kWalkerWarps, 1)
     unsigned pending = __ballot_sync(kFull, mine.plane >= 0);
     while (pending) {
       const locality::Group gr = locality::next_group<kGroup, kSpanV>(pending, mine);
-      degrid_group_of<1, kGroup>(__popc(gr.members), a, mine, idx, gr.members, gr.s, int(a.start[gr.plane]), zero_row,
-                                 gr.u_lo, gr.v_lo, gr.W, gr.H, rowp[w], memb[w]);
+      degrid_group_of<1, kGroup>(__popc(gr.leaders), a, mine, idx, gr, int(a.start[gr.plane]), zero_row, rowp[w], memb[w]);
     }
   }
   add_work(a, predicted, updates);

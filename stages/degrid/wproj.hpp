@@ -46,7 +46,8 @@ inline const StageDecl<Params> decl{
                         "baseline moves little between dumps: it is correct in any case, only slower); uvflow, ours "
                         "(rows layout; the block visited in (w-plane, Morton cell) order, sorted on the device, cut into "
                         "ranges of equal work that a few SMs share so that kernel rows are reread from L1, and "
-                        "up to 6 visibilities of one plane a few cells apart degridded together by a warp that loads "
+                        "up to 6 visibilities of one plane a few cells apart (with the others at their cells and sub-cell "
+                        "offsets, which share their predictions) degridded together by a warp that loads "
                         "each grid value of their footprints' union once for all of them; any input order, the "
                         "output in the input's order; with kernel_lookup linear, 8 to 32 lanes per visibility by "
                         "support). The cpu backend has one design (uvflow)"}},

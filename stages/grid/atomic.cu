@@ -3,7 +3,8 @@
 //            warp's lanes across k, an atomic add per update.
 //   uvflow   degrid.wproj's uvflow design transposed: the block in locality order and groups
 //            (stages/shared/locality_order.cuh); a warp walks a group's union of footprints, each
-//            lane owning a column, and at each point adds the members' sum with one float2 atomic.
+//            lane owning a column, and at each point adds the members' sum with one float2 atomic
+//            (a member: a cell and sub-cell offset, the values of its visibilities summed first).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -257,16 +258,23 @@ __global__ void __launch_bounds__(kWarp* locality::kWalkerWarps, 1)
     unsigned pending = __ballot_sync(kFull, mine.plane >= 0);
     while (pending) {
       const locality::Group gr = locality::next_group<kGroup, kSpanV>(pending, mine);
-      locality::stage_members(gr.members, mine, gr.u_lo, gr.v_lo, gr.s, o, int(ga.rows_start[gr.plane]), memb[w]);
-      const float sign = __shfl_sync(kFull, mine.conj ? -1.0f : 1.0f, __ffs(gr.members) - 1);
+      // Duplicates (one cell and sub-cell offset) add their values to their leader's, which grids the sum.
+      float2 sum = value;
+      for (unsigned dups = gr.members & ~gr.leaders; dups; dups &= dups - 1) {
+        const int d = __ffs(dups) - 1;
+        const float x = __shfl_sync(kFull, value.x, d), y = __shfl_sync(kFull, value.y, d);
+        if (gr.same >> d & 1) sum.x += x, sum.y += y;  // the lanes of d's key: only its leader's sum is used
+      }
+      locality::stage_members(gr.leaders, mine, gr.u_lo, gr.v_lo, gr.s, o, int(ga.rows_start[gr.plane]), memb[w]);
+      const float sign = __shfl_sync(kFull, mine.conj ? -1.0f : 1.0f, __ffs(gr.leaders) - 1);
       // Groups whose union reaches the central box (float sums only) take the path that sends
       // its cells to the double box; the others keep the plain loop.
       const int u0 = gr.u_lo - gr.s, v0 = gr.v_lo - gr.s, lo = a.box_lo, hi = a.box_lo + a.box_n;
       if (std::is_same_v<Cell, float2> && u0 < hi && u0 + gr.W > lo && v0 < hi && v0 + gr.H > lo)
-        grid_group_of<Cell, 1, kGroup, true>(__popc(gr.members), ga, value, sign, gr.members, gr.s, gr.u_lo, gr.v_lo,
+        grid_group_of<Cell, 1, kGroup, true>(__popc(gr.leaders), ga, sum, sign, gr.leaders, gr.s, gr.u_lo, gr.v_lo,
                                              gr.W, gr.H, rowp[w], memb[w]);
       else
-        grid_group_of<Cell, 1, kGroup, false>(__popc(gr.members), ga, value, sign, gr.members, gr.s, gr.u_lo,
+        grid_group_of<Cell, 1, kGroup, false>(__popc(gr.leaders), ga, sum, sign, gr.leaders, gr.s, gr.u_lo,
                                               gr.v_lo, gr.W, gr.H, rowp[w], memb[w]);
     }
   }

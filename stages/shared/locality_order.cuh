@@ -153,11 +153,14 @@ struct Claims {
 };
 
 // A group: the first pending entry of the warp (lane bits `pending`, each lane holding its entry in
-// `mine`) and the pending ones of its plane and sign of w within span_u along u and kSpanV along v
-// (at most kGroup); removed from `pending`. Their support s, plane, and the union of their
-// footprints: W x H cells from (u_lo - s, v_lo - s).
+// `mine`) and the pending ones of its plane and sign of w within span_u along u and kSpanV along v;
+// removed from `pending`. Entries of one cell and sub-cell offset (`duplicates`: on el56-82 a short
+// baseline keeps its cell and offset for many dumps) share every kernel value and grid point, so a
+// group is up to kGroup such keys, each with all its duplicates: `leaders` holds the lowest lane of
+// each key, `members` every lane, `same` (per lane) the lanes of its own key. Their support s, plane,
+// and the union of their footprints: W x H cells from (u_lo - s, v_lo - s).
 struct Group {
-  unsigned members;
+  unsigned members, leaders, same;
   int s, plane, u_lo, v_lo, W, H;
 };
 template <int kGroup, int kSpanV>
@@ -165,22 +168,30 @@ __device__ __forceinline__ Group next_group(unsigned& pending, const GridCoord& 
   const int lane = threadIdx.x & (kWarp - 1);
   const GridCoord lead = shfl_coord(mine, __ffs(pending) - 1);
   const int s = lead.support, L = 2 * s + 1, su = span_u(L);
-  unsigned members = __ballot_sync(kFull, (pending >> lane & 1) && mine.plane == lead.plane &&
-                                              mine.conj == lead.conj && abs(mine.u - lead.u) <= su &&
-                                              abs(mine.v - lead.v) <= kSpanV);
-  if (__popc(members) > kGroup) {  // the first kGroup: clear them from a copy, drop what is left
-    unsigned later = members;
+  const bool candidate = (pending >> lane & 1) && mine.plane == lead.plane && mine.conj == lead.conj &&
+                         abs(mine.u - lead.u) <= su && abs(mine.v - lead.v) <= kSpanV;
+  // The key: cell (u below 2^23, v below 2^24: any grid that fits in memory) and sub-cell offset (plane
+  // and sign are the lead's); a lane outside, a key of its own (bit 63, which no cell's key has).
+  const unsigned long long key =
+      candidate ? (std::uint64_t(std::uint32_t(mine.u)) << 40 | std::uint64_t(std::uint32_t(mine.v)) << 16 |
+                   std::uint64_t(std::uint8_t(mine.off_u)) << 8 | std::uint8_t(mine.off_v))
+                : (1ull << 63 | unsigned(lane));
+  const unsigned same = __match_any_sync(kFull, key);
+  unsigned leaders = __ballot_sync(kFull, candidate && __ffs(same) - 1 == lane);
+  if (__popc(leaders) > kGroup) {  // the first kGroup keys: clear them from a copy, drop what is left
+    unsigned later = leaders;
 #pragma unroll
     for (int k = 0; k < kGroup; ++k) later &= later - 1;
-    members ^= later;
+    leaders ^= later;
   }
+  const unsigned members = __ballot_sync(kFull, candidate && (leaders >> (__ffs(same) - 1) & 1));
   pending &= ~members;
-  const bool in = members >> lane & 1;
+  const bool in = leaders >> lane & 1;  // duplicates lie on their leaders' cells
   const int u_lo = __reduce_min_sync(kFull, in ? mine.u : INT_MAX);
   const int u_hi = __reduce_max_sync(kFull, in ? mine.u : INT_MIN);
   const int v_lo = __reduce_min_sync(kFull, in ? mine.v : INT_MAX);
   const int v_hi = __reduce_max_sync(kFull, in ? mine.v : INT_MIN);
-  return {members, s, lead.plane, u_lo, v_lo, u_hi - u_lo + L, v_hi - v_lo + L};
+  return {members, leaders, same, s, lead.plane, u_lo, v_lo, u_hi - u_lo + L, v_hi - v_lo + L};
 }
 
 // Member `rank` of a group (each member lane passes its own entry `mine`), staged in shared memory

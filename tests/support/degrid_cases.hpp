@@ -2,8 +2,10 @@
 // grid, with both signs of w, and random model grids.
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <random>
+#include <vector>
 
 #include "runtime/payloads/grid.hpp"
 #include "runtime/payloads/kernels.hpp"
@@ -28,6 +30,25 @@ inline std::shared_ptr<VisBlock> random_block(const KernelStack& ks, std::size_t
     b->ww[i] = float(w(rng));
     b->vis[i] = cfloat(float(amp(rng)), float(amp(rng)));
     b->weight[i] = 1;
+  }
+  return b;
+}
+
+// random_block's `distinct` positions, each repeated 1 to max_repeats times at the same uvw with
+// values of its own, in shuffled order (the uvflow design predicts each key of a group once).
+inline std::shared_ptr<VisBlock> repeated_block(const KernelStack& ks, std::size_t distinct, int max_repeats,
+                                                std::mt19937_64& rng) {
+  const auto base = random_block(ks, distinct, rng);
+  std::uniform_int_distribution<int> times(1, max_repeats);
+  std::vector<std::size_t> from;
+  for (std::size_t i = 0; i < distinct; ++i)
+    for (int r = times(rng); r > 0; --r) from.push_back(i);
+  std::shuffle(from.begin(), from.end(), rng);
+  auto b = random_block(ks, from.size(), rng);  // its values and weights; uvw from `base`
+  for (std::size_t j = 0; j < from.size(); ++j) {
+    b->uu[j] = base->uu[from[j]];
+    b->vv[j] = base->vv[from[j]];
+    b->ww[j] = base->ww[from[j]];
   }
   return b;
 }

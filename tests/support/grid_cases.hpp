@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <numbers>
+#include <algorithm>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -135,6 +136,22 @@ inline std::vector<VisAt> hot_cell_vis(std::mt19937_64& rng, const KernelStack& 
     x = {u + frac(rng), v + frac(rng), w(rng)};
     random_value(rng, x);
   }
+  return out;
+}
+
+// `distinct` random visibilities (random_vis) each repeated 1 to max_repeats times at the same uvw
+// with values of its own, shuffled: entries of one cell and sub-cell offset, which the uvflow designs
+// walk once per key (stages/shared/locality_order.cuh).
+inline std::vector<VisAt> repeated_vis(std::mt19937_64& rng, const KernelStack& ks, std::size_t distinct,
+                                       int max_repeats) {
+  std::uniform_int_distribution<int> times(1, max_repeats);
+  std::vector<VisAt> out;
+  for (VisAt x : random_vis(rng, ks, distinct))
+    for (int r = times(rng); r > 0; --r) {
+      random_value(rng, x);
+      out.push_back(x);
+    }
+  std::shuffle(out.begin(), out.end(), rng);
   return out;
 }
 
