@@ -10,7 +10,8 @@
 //     shared by a few thread blocks (one per SM), so the warps of an SM work on one plane and a
 //     patch of uv and reread its kernel rows and grid rows from L1 (bench/results/h100_degrid.md).
 //  2. Groups: a warp takes up to K visibilities of one plane and one sign of w whose cells lie
-//     within span_u along u and kSpanV along v of the first, and walks the union of their
+//     within span_u along u and kSpanV along v of the first (with every other at one of their cells
+//     and sub-cell offsets: those share all their kernel values), and walks the union of their
 //     footprints, each lane owning a column: one grid access per union point serves every member.
 // The walkers' loops are written out in each kernel from Claims and next_group: the same loop
 // behind a shared template taking the per-entry and per-group work as lambdas compiled to a
