@@ -6,7 +6,8 @@
 //                  at |off + k o| (stride o along u), one warp reduction per visibility.
 //   uvflow         ours: visits the block in (w-plane, Morton cell) order, sorted on the device,
 //                  and degrids groups of up to 6 visibilities of one plane a few cells apart (with
-//                  the others at their cells and sub-cell offsets, which share their predictions) at once, a warp walking the union of their footprints and loading each grid
+//                  the others at their cells and sub-cell offsets, which share their predictions)
+//                  at once, a warp walking the union of their footprints and loading each grid
 //                  value once for the whole group (see "uvflow (nearest lookup)" below). With
 //                  kernel_lookup linear, a warp split into groups of 8, 16 or 32 lanes by the
 //                  support, each lane owning footprint columns (linear_kernel).
@@ -232,9 +233,10 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock) linear_kernel(const Arg
 
 // ---- uvflow (nearest lookup) ----
 // The locality order and groups of stages/shared/locality_order.cuh: a warp degrids up to kGroup
-// keys (cell and sub-cell offset: a key's visibilities share the prediction) of one plane at once, loading each grid value of their footprints' union once, into
-// a register, and applying it to every member (one kernel load and 4 FMAs each), so the grid costs
-// 8 / members bytes per update instead of 8. Sums are reduced per member at the end.
+// keys (cell and sub-cell offset: a key's visibilities share the prediction) of one plane at once,
+// loading each grid value of their footprints' union once, into a register, and applying it to
+// every member (one kernel load and 4 FMAs each), so the grid costs 8 / members bytes per update
+// instead of 8. Sums are reduced per member at the end.
 // Sizes measured on el56-82 (bench/results/h100_degrid.md): at 24 warps per SM groups of up to 6
 // (24.5 ms) beat 4, 5 and 8 (26.6, 25.5, 25.6 ms; 80 registers, a few spilled); 20 warps with 6
 // took 25.6 ms, 16 warps with 8 26.2 ms; kSpanV 1 or 2 forms smaller groups and is slower. Per
@@ -322,8 +324,9 @@ __device__ void degrid_group(const Args& a, const GridCoord& mine, std::int32_t 
 }
 
 template <int K, int kMax>
-__device__ void degrid_group_of(int n, const Args& a, const GridCoord& mine, std::int32_t idx, const locality::Group& gr,
-                                int plane_start, int zero_row, int (*rowp)[kRowSlots], int4* memb) {
+__device__ void degrid_group_of(int n, const Args& a, const GridCoord& mine, std::int32_t idx,
+                                const locality::Group& gr, int plane_start, int zero_row, int (*rowp)[kRowSlots],
+                                int4* memb) {
   if constexpr (K <= kMax) {
     if (n == K)
       degrid_group<K>(a, mine, idx, gr, plane_start, zero_row, rowp, memb);
@@ -359,7 +362,8 @@ __global__ void __launch_bounds__(kWarp* locality::kWalkerWarps, 1)
     unsigned pending = __ballot_sync(kFull, mine.plane >= 0);
     while (pending) {
       const locality::Group gr = locality::next_group<kGroup, kSpanV>(pending, mine);
-      degrid_group_of<1, kGroup>(__popc(gr.leaders), a, mine, idx, gr, int(a.start[gr.plane]), zero_row, rowp[w], memb[w]);
+      degrid_group_of<1, kGroup>(__popc(gr.leaders), a, mine, idx, gr, int(a.start[gr.plane]), zero_row, rowp[w],
+                                 memb[w]);
     }
   }
   add_work(a, predicted, updates);
