@@ -10,6 +10,7 @@
 #include "runtime/payloads/grid.hpp"
 #include "runtime/payloads/kernels.hpp"
 #include "runtime/payloads/vis.hpp"
+#include "tests/support/repeats.hpp"
 
 namespace uvflow::test {
 
@@ -35,15 +36,11 @@ inline std::shared_ptr<VisBlock> random_block(const KernelStack& ks, std::size_t
 }
 
 // random_block's `distinct` positions, each repeated 1 to max_repeats times at the same uvw with
-// values of its own, in shuffled order (the uvflow design predicts each key of a group once).
+// values of its own, in shuffled order (repeat_pattern).
 inline std::shared_ptr<VisBlock> repeated_block(const KernelStack& ks, std::size_t distinct, int max_repeats,
                                                 std::mt19937_64& rng) {
   const auto base = random_block(ks, distinct, rng);
-  std::uniform_int_distribution<int> times(1, max_repeats);
-  std::vector<std::size_t> from;
-  for (std::size_t i = 0; i < distinct; ++i)
-    for (int r = times(rng); r > 0; --r) from.push_back(i);
-  std::shuffle(from.begin(), from.end(), rng);
+  const std::vector<std::size_t> from = repeat_pattern(rng, distinct, max_repeats);
   auto b = random_block(ks, from.size(), rng);  // its values and weights; uvw from `base`
   for (std::size_t j = 0; j < from.size(); ++j) {
     b->uu[j] = base->uu[from[j]];

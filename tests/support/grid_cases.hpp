@@ -18,6 +18,7 @@
 #include "runtime/harness.hpp"
 #include "runtime/payloads/kernels.hpp"
 #include "runtime/payloads/kernel_stack_builder.hpp"
+#include "tests/support/repeats.hpp"
 
 namespace uvflow::test {
 
@@ -140,18 +141,16 @@ inline std::vector<VisAt> hot_cell_vis(std::mt19937_64& rng, const KernelStack& 
 }
 
 // `distinct` random visibilities (random_vis) each repeated 1 to max_repeats times at the same uvw
-// with values of its own, shuffled: entries of one cell and sub-cell offset, which the uvflow designs
-// walk once per key (stages/shared/locality_order.cuh).
+// with values of its own, shuffled (repeat_pattern).
 inline std::vector<VisAt> repeated_vis(std::mt19937_64& rng, const KernelStack& ks, std::size_t distinct,
                                        int max_repeats) {
-  std::uniform_int_distribution<int> times(1, max_repeats);
+  const std::vector<VisAt> base = random_vis(rng, ks, distinct);
   std::vector<VisAt> out;
-  for (VisAt x : random_vis(rng, ks, distinct))
-    for (int r = times(rng); r > 0; --r) {
-      random_value(rng, x);
-      out.push_back(x);
-    }
-  std::shuffle(out.begin(), out.end(), rng);
+  for (std::size_t i : repeat_pattern(rng, base.size(), max_repeats)) {
+    VisAt x = base[i];
+    random_value(rng, x);
+    out.push_back(x);
+  }
   return out;
 }
 
