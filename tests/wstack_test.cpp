@@ -6,6 +6,7 @@
 // 1e-2 to 1e-5. Also: the kernel's Fourier transform against a brute-force integral, the gridder
 // and degridder adjoint to each other, and both stages through the one-stage harness.
 #include <gtest/gtest.h>
+#include <oneapi/tbb/parallel_for.h>
 
 #include <cmath>
 #include <complex>
@@ -13,6 +14,8 @@
 #include <numbers>
 #include <random>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "runtime/harness.hpp"
 #include "runtime/units.hpp"
@@ -153,6 +156,28 @@ TEST(EsKernel, SupportGrowsAsEpsilonShrinks) {
     last = k.support;
   }
   EXPECT_THROW(es::choose(1e-12, 1.2), std::invalid_argument);
+}
+
+// es::choose keeps each answer for the process: asked again, from several threads at once, it gives
+// the same kernel (a fresh epsilon, so that this test's first ask is the search), and an epsilon out of
+// reach is refused every time with the same reason; Correction::of shares one table per kernel.
+TEST(EsKernel, ChoicesAreKeptPerProcess) {
+  std::mt19937_64 rng(test::fresh_seed());
+  const double eps = std::uniform_real_distribution<double>(2e-4, 8e-4)(rng);
+  std::vector<es::Kernel> got(8);
+  tbb::parallel_for(0, 8, [&](int i) { got[i] = es::choose(eps, 1.75); });
+  for (const es::Kernel& k : got) {
+    EXPECT_EQ(k.support, got[0].support);
+    EXPECT_EQ(k.beta, got[0].beta);
+    EXPECT_LE(std::sqrt(3.0) * k.error, eps);
+  }
+  std::string first, second;
+  try { es::choose(1e-11, 1.3); } catch (const std::invalid_argument& e) { first = e.what(); }
+  try { es::choose(1e-11, 1.3); } catch (const std::invalid_argument& e) { second = e.what(); }
+  EXPECT_FALSE(first.empty());
+  EXPECT_EQ(second, first);
+  EXPECT_EQ(es::Correction::of(got[0]), es::Correction::of(got[1]));
+  EXPECT_EQ(es::Correction::of(got[0])->samples(), es::Correction(got[0]).samples());
 }
 
 // The gridder's image against the DFT, per field and epsilon, on a fixed and a fresh seed.

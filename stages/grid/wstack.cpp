@@ -1,5 +1,7 @@
 #include "stages/grid/wstack.hpp"
 
+#include <oneapi/tbb/task_group.h>
+
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -46,11 +48,36 @@ wstack::Engine padded_for_data(const wstack::Engine& e, const Params& p, double 
   return chosen;
 }
 
+struct PaddingSearch::Task {
+  tbb::task_group group;
+  bool running = false;
+};
+PaddingSearch::PaddingSearch() : task_(std::make_unique<Task>()) {}
+PaddingSearch::~PaddingSearch() {
+  try {
+    wait();
+  } catch (...) {  // its error, if any, is the engine's own and was reported by check()
+  }
+}
+void PaddingSearch::start(const Params& p, const wstack::Engine& e) {
+  if (p.padding != 0 || task_->running) return;
+  task_->running = true;
+  task_->group.run([o = e.options()] { wstack::prepare_paddings(o); });
+}
+void PaddingSearch::wait() {
+  if (!task_->running) return;
+  task_->running = false;
+  task_->group.wait();
+}
+
 namespace {
 
 class WStackGridder : public DeclaredStage<decl> {
  public:
   void check(const Params& p) override { engine_.emplace(make_engine(p)); }
+  void prepare(PrepareContext& pc) override {
+    if (!pc.dry_run && engine_) search_.start(params(), *engine_);
+  }
 
   void process(Context& ctx) override {
     auto block = ctx.in(vis);
@@ -75,6 +102,7 @@ class WStackGridder : public DeclaredStage<decl> {
     if (!(sum_weight_ > 0)) throw std::runtime_error("grid.wstack: the weights sum to 0: no visibility was gridded");
     double min_w = std::numeric_limits<double>::infinity(), max_w = 0;
     for (float w : w_) min_w = std::min(min_w, std::abs(double(w))), max_w = std::max(max_w, std::abs(double(w)));
+    search_.wait();
     engine_.emplace(padded_for_data(*engine_, params(), double(c_.size()), min_w, max_w,
                                     {"cpu", tbb::this_task_arena::max_concurrency()}, ctx.stage_id()));
     wstack::Stats st;
@@ -96,6 +124,7 @@ class WStackGridder : public DeclaredStage<decl> {
 
  private:
   std::optional<wstack::Engine> engine_;
+  PaddingSearch search_;
   std::shared_ptr<const Observation> obs_;
   std::vector<float> u_, v_, w_;
   std::vector<cfloat> c_;

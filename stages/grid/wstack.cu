@@ -287,6 +287,9 @@ int blocks_of(K kernel) {
 class WStackGridderCuda : public DeclaredStage<decl> {
  public:
   void check(const Params& p) override { engine_.emplace(make_engine(p)); }
+  void prepare(PrepareContext& pc) override {
+    if (!pc.dry_run && engine_) search_.start(params(), *engine_);
+  }
 
   void process(Context& ctx) override {
     auto block = ctx.in(vis);
@@ -326,6 +329,7 @@ class WStackGridderCuda : public DeclaredStage<decl> {
     if (!(stats[0] > 0)) throw std::runtime_error("grid.wstack: the weights sum to 0: no visibility was gridded");
     float lim[3];
     std::memcpy(lim, range, sizeof lim);
+    search_.wait();
     engine_.emplace(padded_for_data(*engine_, params(), double(n_), lim[0], lim[1], {"cuda", 1}, ctx.stage_id()));
     const wstack::Engine& e = *engine_;
     const wstack::Planes pl = e.planes(lim[0], lim[1]);
@@ -467,6 +471,7 @@ class WStackGridderCuda : public DeclaredStage<decl> {
   }
 
   std::optional<wstack::Engine> engine_;
+  PaddingSearch search_;
   std::shared_ptr<const Observation> obs_;
   Array<float> u_, v_, w_;
   Array<cfloat> c_;

@@ -84,4 +84,18 @@ wstack::Engine make_engine(const Params& p);
 wstack::Engine padded_for_data(const wstack::Engine& e, const Params& p, double n, double min_abs_w,
                                double max_abs_w, const EstimateContext& c, std::string_view id);
 
+// Padding 0 in a run: the candidate paddings' kernels searched in a oneTBB task from prepare() on,
+// while the data streams in (on the H100's host the search took 0.2-0.3 s of finish(), with the GPU
+// idle), so that padded_for_data() in finish() only compares costs.
+class PaddingSearch {
+ public:
+  PaddingSearch();
+  ~PaddingSearch();  // waits for a search still running
+  void start(const Params& p, const wstack::Engine& e);  // nothing unless p.padding is 0
+  void wait();
+ private:
+  struct Task;
+  std::unique_ptr<Task> task_;
+};
+
 }  // namespace uvflow::grid_wstack

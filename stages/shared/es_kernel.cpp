@@ -3,6 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <complex>
+#include <future>
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <utility>
 #include <numbers>
 #include <stdexcept>
 #include <string>
@@ -83,7 +88,9 @@ double axis_error(int support, double beta, double sigma) {
   return worst;
 }
 
-Kernel choose(double epsilon, double sigma) {
+namespace {
+
+Kernel search(double epsilon, double sigma) {
   if (!(sigma > 1)) throw std::invalid_argument("ES kernel: the oversampling (padding) must exceed 1");
   for (int w = 2; w <= kMaxSupport; ++w) {
     Kernel best{.support = w, .beta = 0, .sigma = sigma, .error = 1e300};
@@ -99,6 +106,54 @@ Kernel choose(double epsilon, double sigma) {
                               std::to_string(sigma) + " (a kernel accurate enough either needs a support above " +
                               std::to_string(kMaxSupport) + " cells or makes the image-domain correction amplify "
                               "single-precision rounding above epsilon): raise the padding (2 reaches 1e-6) or epsilon");
+}
+
+// What search() gave for an (epsilon, sigma): the kernel, or the reason none reaches epsilon.
+struct Choice {
+  Kernel kernel;
+  std::string error;
+};
+
+}  // namespace
+
+// The search evaluates tap errors over tens of betas and supports (5-30 ms each on the VM, more for
+// an unreachable epsilon), and padding 0 asks for six paddings at once (wstack::padding_candidates),
+// so the answers are kept for the process: a handful of pairs per run.
+Kernel choose(double epsilon, double sigma) {
+  static std::mutex mutex;
+  static std::map<std::pair<double, double>, std::shared_future<Choice>> known;
+  std::promise<Choice> mine;
+  std::shared_future<Choice> answer;
+  bool search_here = false;
+  {
+    const std::lock_guard lock(mutex);
+    auto [at, added] = known.try_emplace({epsilon, sigma});
+    if (added) at->second = mine.get_future().share(), search_here = true;
+    answer = at->second;
+  }
+  if (search_here) {  // outside the lock: other pairs are searched meanwhile
+    try {
+      mine.set_value({search(epsilon, sigma), ""});
+    } catch (const std::invalid_argument& e) {
+      mine.set_value({{}, e.what()});
+    }
+  }
+  const Choice& c = answer.get();
+  if (!c.error.empty()) throw std::invalid_argument(c.error);
+  return c.kernel;
+}
+
+std::shared_ptr<const Correction> Correction::of(const Kernel& k) {
+  static std::mutex mutex;
+  static std::map<std::tuple<int, double, double>, std::shared_ptr<const Correction>> known;
+  const std::tuple key{k.support, k.beta, k.sigma};
+  {
+    const std::lock_guard lock(mutex);
+    if (auto at = known.find(key); at != known.end()) return at->second;
+  }
+  auto made = std::make_shared<const Correction>(k);  // made twice at worst, by two first callers
+  const std::lock_guard lock(mutex);
+  return known.try_emplace(key, std::move(made)).first->second;
 }
 
 Taps::Taps(const Kernel& k) : w_(k.support), deg_(k.support + 3) {

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cmath>
+#include <memory>
 #include <vector>
 
 #include "runtime/host_device.hpp"
@@ -52,6 +53,7 @@ double axis_error(int support, double beta, double sigma);
 // relative error of 1.1e-4 against a DFT; small paddings need larger epsilon. The image's relative L2 error measured against a DFT is
 // 0.5 to 0.9 times sqrt(3) axis_error (tests/wstack_test.cpp prints both). Throws std::invalid_argument when no support up to
 // kMaxSupport reaches it (the message names the epsilon and the padding, the parameter that helps).
+// Each (epsilon, sigma) is searched once per process (thread-safe); later calls return its answer.
 inline constexpr int kMaxSupport = 16;
 Kernel choose(double epsilon, double sigma);
 
@@ -87,6 +89,8 @@ class Correction {
  public:
   Correction() = default;
   explicit Correction(const Kernel& k);
+  // The table of `k`, made once per process (4096 quadratures: about 5 ms on the VM).
+  static std::shared_ptr<const Correction> of(const Kernel& k);
   double operator()(double t) const { return interp(inv_.data(), int(inv_.size()), step_, t); }
   double step() const { return step_; }
   const std::vector<double>& samples() const { return inv_; }  // 1 / psi^(i step), i = -1 .. n + 2

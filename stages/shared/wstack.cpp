@@ -233,7 +233,7 @@ std::pair<double, double> abs_w_range(const float* w, std::size_t n) {
 
 }  // namespace
 
-Engine::Engine(const Options& o) : opt_(o), kernel_(es::choose(o.epsilon, o.padding)), corr_(kernel_) {
+Engine::Engine(const Options& o) : opt_(o), kernel_(es::choose(o.epsilon, o.padding)), corr_(es::Correction::of(kernel_)) {
   const int N = o.image_size;
   ng_ = es::good_size(o.padding * N);
   const double half = N / 2 * o.cell_rad, r2 = 2 * half * half;
@@ -435,20 +435,48 @@ double predicted_seconds(const Engine& e, double n, double min_abs_w, double max
          (cuda ? 0.05 : 0.2);
 }
 
+namespace {
+
+constexpr double kPaddings[] = {1.25, 1.5, 1.75, 2.0, 2.5, 3.0};
+
+// The engine of each padding (null where the kernel cannot reach epsilon, with why), made in
+// parallel: their kernels' searches are most of padding 0's cost, and each is kept per process.
+struct Candidates {
+  std::vector<std::optional<Engine>> engine;
+  std::string why;
+};
+Candidates candidates(Options o) {
+  Candidates c;
+  c.engine.resize(std::size(kPaddings));
+  std::vector<std::string> why(std::size(kPaddings));
+  tbb::parallel_for(std::size_t(0), std::size(kPaddings), [&](std::size_t i) {
+    Options mine = o;
+    mine.padding = kPaddings[i];
+    try {
+      c.engine[i].emplace(mine);
+    } catch (const std::invalid_argument& e) {
+      why[i] = e.what();
+    }
+  });
+  for (const std::string& w : why)
+    if (!w.empty()) c.why = w;
+  return c;
+}
+
+}  // namespace
+
+void prepare_paddings(const Options& o) { candidates(o); }
+
 Options cheapest_padding(Options o, double n, double min_abs_w, double max_abs_w, const EstimateContext& c) {
+  const Candidates all = candidates(o);
   std::optional<Options> best;
   double best_s = 0;
-  std::string why;
-  for (double sigma : {1.25, 1.5, 1.75, 2.0, 2.5, 3.0}) {
-    o.padding = sigma;
-    try {
-      const double s = predicted_seconds(Engine(o), n, min_abs_w, max_abs_w, c);
-      if (!best || s < best_s) best = o, best_s = s;
-    } catch (const std::invalid_argument& e) {
-      why = e.what();
-    }
+  for (const std::optional<Engine>& e : all.engine) {
+    if (!e) continue;
+    const double s = predicted_seconds(*e, n, min_abs_w, max_abs_w, c);
+    if (!best || s < best_s) best = e->options(), best_s = s;
   }
-  if (!best) throw std::invalid_argument(why);
+  if (!best) throw std::invalid_argument(all.why);
   return *best;
 }
 

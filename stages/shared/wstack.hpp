@@ -57,6 +57,9 @@ double predicted_seconds(const Engine& e, double n, double min_abs_w, double max
 // The options with the padding (of 1.25, 1.5, 1.75, 2, 2.5, 3) that reaches o.epsilon at the least
 // predicted cost for that data; throws std::invalid_argument when none reaches it.
 Options cheapest_padding(Options o, double n, double min_abs_w, double max_abs_w, const EstimateContext& c);
+// Searches the kernels of those paddings for o.epsilon (kept for the process, es::choose): what
+// cheapest_padding costs before the data is known, so that a stage can do it while data streams in.
+void prepare_paddings(const Options& o);
 
 class Engine {
  public:
@@ -66,7 +69,7 @@ class Engine {
 
   const Options& options() const { return opt_; }
   const es::Kernel& kernel() const { return kernel_; }
-  const es::Correction& correction() const { return corr_; }
+  const es::Correction& correction() const { return *corr_; }
   int grid_size() const { return ng_; }
   double max_n_minus_1() const { return max_n1_; }
   Planes planes(double min_abs_w, double max_abs_w) const;
@@ -80,14 +83,14 @@ class Engine {
 
   // Image-domain factors: 1 / psi^ along u (or v) for pixel offset X (-N/2 < X <= N/2), and n - 1
   // for pixel offsets (X, Y).
-  double corr_uv(int X) const { return corr_(double(X) / ng_); }
-  double corr_w(double dw, double t) const { return corr_(dw * t); }
+  double corr_uv(int X) const { return (*corr_)(double(X) / ng_); }
+  double corr_w(double dw, double t) const { return (*corr_)(dw * t); }
   double n_minus_1(int X, int Y) const;
 
  private:
   Options opt_;
   es::Kernel kernel_;
-  es::Correction corr_;
+  std::shared_ptr<const es::Correction> corr_;  // shared by the engines of one kernel
   int ng_ = 0;
   double max_n1_ = 0;
 };
