@@ -48,6 +48,13 @@ wstack::Engine padded_for_data(const wstack::Engine& e, const Params& p, double 
   return chosen;
 }
 
+wstack::Engine first_pass_engine(const wstack::Engine& e, const Params& p, const Observation* obs, bool whole, double n,
+                                 double min_abs_w, double max_abs_w, const EstimateContext& c, std::string_view id) {
+  if (!whole && obs && obs->total_visibilities > 0 && obs->max_abs_w > 0)
+    return padded_for_data(e, p, double(obs->total_visibilities), obs->min_abs_w, obs->max_abs_w, c, id);
+  return padded_for_data(e, p, n, min_abs_w, max_abs_w, c, id);
+}
+
 struct PaddingSearch::Task {
   tbb::task_group group;
   bool running = false;
@@ -95,40 +102,59 @@ class WStackGridder : public DeclaredStage<decl> {
       c_.push_back(v[i] * weight[i]);
       sum_weight_ += weight[i];
     }
+    if (std::int64_t(c_.size()) >= params().pass_visibilities) image_pass(ctx, false);
   }
 
   void finish(Context& ctx) override {
     if (!obs_) throw std::runtime_error("grid.wstack: no visibility block arrived");
     if (!(sum_weight_ > 0)) throw std::runtime_error("grid.wstack: the weights sum to 0: no visibility was gridded");
-    double min_w = std::numeric_limits<double>::infinity(), max_w = 0;
-    for (float w : w_) min_w = std::min(min_w, std::abs(double(w))), max_w = std::max(max_w, std::abs(double(w)));
-    search_.wait();
-    engine_.emplace(padded_for_data(*engine_, params(), double(c_.size()), min_w, max_w,
-                                    {"cpu", tbb::this_task_arena::max_concurrency()}, ctx.stage_id()));
-    wstack::Stats st;
-    const std::vector<double> acc = engine_->grid(u_.data(), v_.data(), w_.data(), c_.data(), c_.size(), &st);
+    image_pass(ctx, true);
     const int n = engine_->options().image_size;
-    const es::Kernel& k = engine_->kernel();
-    spdlog::info("grid.wstack '{}': {} visibilities, epsilon {:g}: ES kernel W {} (beta {:.2f} W), {} w-planes of {}^2 "
-                 "cells; {:.2f} s sorting, {:.2f} s gridding, {:.2f} s FFTs, {:.2f} s screens", ctx.stage_id(), c_.size(),
-                 engine_->options().epsilon, k.support, k.beta / k.support, st.planes, engine_->grid_size(), st.sort_s,
-                 st.grid_s, st.fft_s, st.screen_s);
     auto img = std::make_shared<Image>();
     img->nx = img->ny = n;
     img->pixels = Array<float>::host(std::size_t(n) * n);
-    for (std::size_t i = 0; i < acc.size(); ++i) img->pixels[i] = float(acc[i] / sum_weight_);
+    for (std::size_t i = 0; i < acc_.size(); ++i) img->pixels[i] = float(acc_[i] / sum_weight_);
     img->wcs = sky_wcs(*obs_, engine_->options().cell_rad);
-    ctx.add_work({.visibilities = double(c_.size()), .updates = st.updates});
+    ctx.add_work({.visibilities = imaged_, .updates = updates_});
     ctx.emit(image, img);
   }
 
  private:
+  // The visibilities held so far, imaged over every w-plane and added to acc_ (each pass's image is
+  // corrected by the engine, so passes add up to the image of all); the first pass fixes the engine.
+  void image_pass(Context& ctx, bool at_end) {
+    if (c_.empty()) return;
+    if (!engine_chosen_) {
+      double min_w = std::numeric_limits<double>::infinity(), max_w = 0;
+      for (float w : w_) min_w = std::min(min_w, std::abs(double(w))), max_w = std::max(max_w, std::abs(double(w)));
+      search_.wait();
+      engine_.emplace(first_pass_engine(*engine_, params(), obs_.get(), at_end, double(c_.size()), min_w, max_w,
+                                        {"cpu", tbb::this_task_arena::max_concurrency()}, ctx.stage_id()));
+      engine_chosen_ = true;
+    }
+    wstack::Stats st;
+    const std::vector<double> acc = engine_->grid(u_.data(), v_.data(), w_.data(), c_.data(), c_.size(), &st);
+    const es::Kernel& k = engine_->kernel();
+    spdlog::info("grid.wstack '{}': pass {}, {} visibilities, epsilon {:g}: ES kernel W {} (beta {:.2f} W), {} w-planes "
+                 "of {}^2 cells; {:.2f} s sorting, {:.2f} s gridding, {:.2f} s FFTs, {:.2f} s screens", ctx.stage_id(),
+                 ++passes_, c_.size(), engine_->options().epsilon, k.support, k.beta / k.support, st.planes,
+                 engine_->grid_size(), st.sort_s, st.grid_s, st.fft_s, st.screen_s);
+    if (acc_.empty()) acc_.assign(acc.size(), 0.0);
+    for (std::size_t i = 0; i < acc.size(); ++i) acc_[i] += acc[i];
+    imaged_ += double(c_.size());
+    updates_ += st.updates;
+    u_.clear(), v_.clear(), w_.clear(), c_.clear();
+  }
+
   std::optional<wstack::Engine> engine_;
+  bool engine_chosen_ = false;
   PaddingSearch search_;
   std::shared_ptr<const Observation> obs_;
   std::vector<float> u_, v_, w_;
   std::vector<cfloat> c_;
-  double sum_weight_ = 0;
+  double sum_weight_ = 0, imaged_ = 0, updates_ = 0;
+  std::vector<double> acc_;
+  int passes_ = 0;
 };
 
 }  // namespace

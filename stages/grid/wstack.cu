@@ -302,11 +302,10 @@ class WStackGridderCuda : public DeclaredStage<decl> {
       stats_ = Array<double>::device(2, stream);
       device::memset_zero(stats_.data(), stats_.bytes(), stream);
       range_ = Array<unsigned>::device(3, stream);
-      const unsigned init[3] = {0x7f800000u, 0u, 0u};  // +inf, 0, 0
-      device::copy(range_.data(), init, sizeof init, device::Copy::host_to_device, stream);
+      reset_range(stream);
     }
-    const std::size_t m = block->size();
-    grow(n_ + m, obs_ && obs_->total_visibilities > 0 ? std::size_t(obs_->total_visibilities) : 0, stream);
+    const std::size_t m = block->size(), pass = std::size_t(params().pass_visibilities);
+    grow(n_ + m, obs_ && obs_->total_visibilities > 0 ? std::min(std::size_t(obs_->total_visibilities), pass) : 0, stream);
     auto s = static_cast<cudaStream_t>(stream.native());
     append<<<blocks_of(append), 256, 0, s>>>(block->uu.data(), block->vv.data(), block->ww.data(),
                                              reinterpret_cast<const float2*>(block->vis.data()), block->weight.data(),
@@ -314,10 +313,34 @@ class WStackGridderCuda : public DeclaredStage<decl> {
                                              reinterpret_cast<float2*>(c_.data()) + n_, stats_.data(), range_.data());
     device::check_launch("grid.wstack: append");
     n_ += m;
+    if (n_ >= pass) image_pass(ctx, false);
   }
 
   void finish(Context& ctx) override {
     if (!obs_) throw std::runtime_error("grid.wstack: no visibility block arrived");
+    image_pass(ctx, true);
+    if (!(sum_weight_ > 0)) throw std::runtime_error("grid.wstack: the weights sum to 0: no visibility was gridded");
+    const device::Stream& stream = ctx.stream();
+    auto s = static_cast<cudaStream_t>(stream.native());
+    const int N = plan_.n;
+    auto img = std::make_shared<Image>();
+    img->nx = img->ny = N;
+    img->pixels = Array<float>::device(std::size_t(N) * N, stream);
+    finalize<<<blocks_of(finalize), 256, 0, s>>>(plan_, acc_.data(), stats_.data(), img->pixels.data());
+    device::check_launch("grid.wstack: finalize");
+    keep_until(stream.record(), {&acc_, &taps_, &corr_, &u_, &v_, &w_, &c_, &stats_, &range_});
+    img->wcs = sky_wcs(*obs_, engine_->options().cell_rad);
+    ctx.add_work({.visibilities = imaged_, .updates = updates_});
+    ctx.emit(image, img);
+  }
+
+ private:
+  // The visibilities staged so far, imaged over every w-plane into acc_ (the planes' screened sum,
+  // before the image-domain correction, which finalize applies once: every pass shares the engine
+  // and so the correction); the first pass fixes the engine. Two waits: the staged tallies, then
+  // the planes' starts.
+  void image_pass(Context& ctx, bool at_end) {
+    if (n_ == 0) return;
     const device::Stream& stream = ctx.stream();
     auto s = static_cast<cudaStream_t>(stream.native());
     double stats[2];
@@ -326,15 +349,21 @@ class WStackGridderCuda : public DeclaredStage<decl> {
     device::copy(range, range_.data(), sizeof range, device::Copy::device_to_host, stream);
     stream.synchronize();
     if (stats[1] > 0) throw InputError("grid.wstack: " + std::to_string(std::int64_t(stats[1])) + " visibilities have non-finite uvw");
-    if (!(stats[0] > 0)) throw std::runtime_error("grid.wstack: the weights sum to 0: no visibility was gridded");
+    sum_weight_ = stats[0];
+    if (at_end && !(sum_weight_ > 0)) return;  // nothing to image: finish() says so
+    reset_range(stream);  // the next pass's |w| range starts afresh
     float lim[3];
     std::memcpy(lim, range, sizeof lim);
-    search_.wait();
-    engine_.emplace(padded_for_data(*engine_, params(), double(n_), lim[0], lim[1], {"cuda", 1}, ctx.stage_id()));
+    if (!engine_chosen_) {
+      search_.wait();
+      engine_.emplace(first_pass_engine(*engine_, params(), obs_.get(), at_end, double(n_), lim[0], lim[1], {"cuda", 1},
+                                        ctx.stage_id()));
+      engine_chosen_ = true;
+    }
     const wstack::Engine& e = *engine_;
     const wstack::Planes pl = e.planes(lim[0], lim[1]);
-    Array<double> taps, corr;
-    const DevicePlan p = wstack::cuda::make_plan(e, pl, stream, taps, corr);
+    const DevicePlan p = wstack::cuda::make_plan(e, pl, stream, taps_, corr_);
+    plan_ = p;
     const wstack::cuda::Band band = wstack::cuda::band_of(p, lim[2]);
     // Sort by (first plane, tile) so that each plane's kernels read only the visibilities that
     // touch it, and the visibilities of one tile can share a shared-memory tile.
@@ -403,8 +432,10 @@ class WStackGridderCuda : public DeclaredStage<decl> {
     const std::size_t band_cells = std::size_t(band.rows) * p.ng, pixels = std::size_t(p.n) * p.n;
     auto grid = Array<cfloat>::device(band_cells, stream);
     auto cols = Array<cfloat>::device(std::size_t(p.ng) * p.n, stream);
-    auto acc = Array<double>::device(pixels, stream);
-    device::memset_zero(acc.data(), acc.bytes(), stream);
+    if (acc_.empty()) {
+      acc_ = Array<double>::device(pixels, stream);
+      device::memset_zero(acc_.data(), acc_.bytes(), stream);
+    }
     fft_.ensure(p.ng, p.n, band.rows);
     auto scratch = Array<std::uint8_t>::device(fft_.work_bytes(), stream);
     fft_.bind(s, scratch.data());
@@ -439,23 +470,21 @@ class WStackGridderCuda : public DeclaredStage<decl> {
         spread(reinterpret_cast<float*>(gb));
       }
       fft_.forward(gb, band.lo, reinterpret_cast<float2*>(cols.data()));
-      accumulate<<<blocks_of(accumulate), 256, 0, s>>>(p, plane, reinterpret_cast<const float2*>(cols.data()), acc.data());
+      accumulate<<<blocks_of(accumulate), 256, 0, s>>>(p, plane, reinterpret_cast<const float2*>(cols.data()), acc_.data());
       device::check_launch("grid.wstack: accumulate");
     }
-    auto img = std::make_shared<Image>();
-    img->nx = img->ny = p.n;
-    img->pixels = Array<float>::device(pixels, stream);
-    finalize<<<blocks_of(finalize), 256, 0, s>>>(p, acc.data(), stats_.data(), img->pixels.data());
-    device::check_launch("grid.wstack: finalize");
     keep_until(stream.record(), {&key_a, &key_b, &ord_a, &ord_b, &sort_temp, &run_key, &run_len, &run_start, &item_start, &runs, &temp, &items,
-                                 &tiled, &starts, &su, &sv, &sw, &sc, &grid, &cols, &dgrid,
-                                 &acc, &scratch, &taps, &corr, &u_, &v_, &w_, &c_, &stats_});
-    img->wcs = sky_wcs(*obs_, e.options().cell_rad);
-    ctx.add_work({.visibilities = double(n_), .updates = double(n_) * W * W * W});
-    ctx.emit(image, img);
+                                 &tiled, &starts, &su, &sv, &sw, &sc, &grid, &cols, &dgrid, &scratch, &taps_, &corr_});
+    imaged_ += double(n_);
+    updates_ += double(n_) * W * W * W;
+    n_ = 0;
   }
 
- private:
+  void reset_range(const device::Stream& stream) {
+    const unsigned init[3] = {0x7f800000u, 0u, 0u};  // +inf, 0, 0
+    device::copy(range_.data(), init, sizeof init, device::Copy::host_to_device, stream);
+  }
+
   // Room for `need` visibilities (at least `hint`), keeping the ones staged (stream-ordered copies).
   void grow(std::size_t need, std::size_t hint, const device::Stream& stream) {
     if (need <= cap_) return;
@@ -471,13 +500,17 @@ class WStackGridderCuda : public DeclaredStage<decl> {
   }
 
   std::optional<wstack::Engine> engine_;
+  bool engine_chosen_ = false;
   PaddingSearch search_;
   std::shared_ptr<const Observation> obs_;
   Array<float> u_, v_, w_;
   Array<cfloat> c_;
-  Array<double> stats_;
-  Array<unsigned> range_;
+  Array<double> stats_;     // [sum of weights, non-finite uvw] over the whole stream
+  Array<unsigned> range_;   // the staged visibilities' min |w|, max |w| (float bits), max |v|
   std::size_t n_ = 0, cap_ = 0;
+  DevicePlan plan_;         // the last pass's (all share the engine, so the correction)
+  Array<double> taps_, corr_, acc_;  // the plan's tables; the passes' screened plane sum
+  double sum_weight_ = 0, imaged_ = 0, updates_ = 0;
   wstack::cuda::PrunedFft fft_{kWho};
 };
 

@@ -20,6 +20,7 @@ struct Params {
   double epsilon = 1e-4;
   double padding = 2.0;
   std::string accumulate = "auto";
+  std::int64_t pass_visibilities = std::int64_t(1) << 27;
 };
 
 inline const StageDecl<Params> decl{
@@ -33,7 +34,7 @@ inline const StageDecl<Params> decl{
            "quadrature) and by the sum of the weights. W and the kernel shape come from epsilon and padding "
            "(the narrowest kernel whose measured per-axis error meets epsilon), the planes from the data's |w| "
            "range and the field's largest |n - 1| (dw = 1 / (padding max|n-1|)). Blocks are copied as they "
-           "arrive (their tokens are released) and imaged when the stream ends. Tested against a direct "
+           "arrive (their tokens are released) and imaged when the stream ends, or in passes of pass_visibilities. Tested against a direct "
            "double-precision DFT on random skies over the whole field, edge included, narrow and wide fields: "
            "relative L2 error below epsilon for epsilon 1e-2 to 1e-5 (bench/results/wstack_accuracy.md), and "
            "as the exact adjoint of degrid.wstack. The cuda backend does the same on the device (staging arrays; at the end "
@@ -63,7 +64,15 @@ inline const StageDecl<Params> decl{
                 {.name = "accumulate",
                  .choices = {"auto", "single", "double"},
                  .doc = "precision of the uv grid of each plane (each plane is transformed in single precision): "
-                        "auto is double at epsilon 1e-5 and below, single above"}}},
+                        "auto is double at epsilon 1e-5 and below, single above"}},
+               {&Params::pass_visibilities,
+                {.name = "pass_visibilities",
+                 .min = 1,
+                 .doc = "the most visibilities held before they are imaged: a stream with more is imaged in passes "
+                        "over all w-planes (the images summed), so memory stays bounded (20 bytes a visibility "
+                        "held, and on cuda about 53 more while a pass sorts them) at the cost of one set of plane transforms per "
+                        "pass. With padding 0, the padding is chosen once, at the first pass, for the observation's "
+                        "visibility count and |w| range where its metadata gives them"}}},
     .concurrency = Concurrency::serial,
     .describe = [](const Params& p, const PortShapes&) {
       const int n = int(p.image_size);
@@ -83,6 +92,13 @@ wstack::Engine make_engine(const Params& p);
 // logged for the stage `id`; otherwise `e`.
 wstack::Engine padded_for_data(const wstack::Engine& e, const Params& p, double n, double min_abs_w,
                                double max_abs_w, const EstimateContext& c, std::string_view id);
+
+// The engine of a run's passes, chosen at its first: padded_for_data for the pass's visibilities when
+// it is the only pass (`whole`: the stream ended), else for what `obs` says the stream holds (its
+// count and |w| range) where it says, since later passes must share the padding: their images are
+// summed before one correction.
+wstack::Engine first_pass_engine(const wstack::Engine& e, const Params& p, const Observation* obs, bool whole, double n,
+                                 double min_abs_w, double max_abs_w, const EstimateContext& c, std::string_view id);
 
 // Padding 0 in a run: the candidate paddings' kernels searched in a oneTBB task from prepare() on,
 // while the data streams in (on the H100's host the search took 0.2-0.3 s of finish(), with the GPU
