@@ -259,12 +259,12 @@ __global__ void to_single(const double* in, std::int64_t n, float* out) {
 
 // The plane's transform (the image's columns: n x ng, wstack_cuda.cuh's PrunedFft) times its
 // screen, added into the image sum, stored transposed as the columns are: acc[j][y] for pixel
-// x = n - 1 - j (X = j - n/2 + 1), so that both are read along their rows. A: double, or float
-// from kFloatSum: then the screen's phase comes from the pixel's rate as a float (screen_rates)
-// and a float sincospi of the phase reduced in double, not a double sincospi of a double rate
-// (FP64 bound: 2.07 ms a plane at 15000^2, Nsight Compute; with float sums alone 2.04 ms for a
-// third less memory traffic; with both 1.63 ms). The float rate's rounding moves a phase by at
-// most 1e-5 rad at |w| 1e4, far below epsilon 1e-3.
+// x = n - 1 - j (X = j - n/2 + 1), so that both are read along their rows. The screen's phase is
+// reduced to one turn in double and its sine and cosine taken in float (about 1e-7 of each term):
+// a double sincospi made this kernel FP64-bound (2.07 ms a plane at 15000^2, Nsight Compute). A:
+// double, or float from kFloatSum, where the pixel's rate also comes as a float (screen_rates), not
+// a double square root and division per plane: its rounding moves a phase by at most 1e-5 rad at
+// |w| 1e4, far below epsilon 1e-3 (1.63 ms a plane at 15000^2).
 template <class A>
 __global__ void accumulate(DevicePlan p, int plane, const float2* cols, const float* rates, A* acc) {
   const std::int64_t total = std::int64_t(p.n) * p.n;
@@ -272,19 +272,14 @@ __global__ void accumulate(DevicePlan p, int plane, const float2* cols, const fl
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < total; i += std::int64_t(gridDim.x) * blockDim.x) {
     const int j = int(i / p.n), y = int(i % p.n), X = j - p.n / 2 + 1, Y = y - p.n / 2;
     const float2 f = cols[std::int64_t(j) * p.ng + Y + p.ng / 2];
-    if constexpr (std::is_same_v<A, float>) {
-      double h = -2 * wp * double(rates[i]);
-      h -= 2 * rint(0.5 * h);
-      float sn, cs;
-      sincospif(float(h), &sn, &cs);
-      const float v = cs * f.x - sn * f.y;
-      acc[i] += (X + Y) & 1 ? -v : v;
-    } else {
-      double sn, cs;
-      sincospi(-2 * wp * wstack::cuda::screen_rate(p, X, Y), &sn, &cs);
-      const double v = cs * f.x - sn * f.y;
-      acc[i] += (X + Y) & 1 ? -v : v;
-    }
+    double h;
+    if constexpr (std::is_same_v<A, float>) h = -2 * wp * double(rates[i]);
+    else h = -2 * wp * wstack::cuda::screen_rate(p, X, Y);
+    h -= 2 * rint(0.5 * h);
+    float sn, cs;
+    sincospif(float(h), &sn, &cs);
+    const A v = A(cs) * A(f.x) - A(sn) * A(f.y);
+    acc[i] += (X + Y) & 1 ? -v : v;
   }
 }
 
