@@ -331,6 +331,22 @@ TEST(WStack, PassesAddUpToTheImageOfOne) {
   }
 }
 
+// pass_visibilities in the cost model: each further pass costs its planes' transforms and screens
+// again, not the sort or the spreading; grid.wstack counts the passes its visibilities take.
+TEST(WStack, EstimateCountsThePasses) {
+  const wstack::Engine e(options(kWide, 1e-3));
+  const EstimateContext cpu{"cpu", 2};
+  auto t = [&](double passes) { return wstack::predicted_seconds(e, 1e6, 10, 2000, cpu, passes); };
+  EXPECT_GT(t(3), t(1));
+  EXPECT_LT(t(3), 3 * t(1));  // the visibilities' share is paid once
+  EXPECT_NEAR(t(5) - t(3), t(3) - t(1), 1e-9 * t(5));
+  EXPECT_EQ(t(1), wstack::predicted_seconds(e, 1e6, 10, 2000, cpu));
+  grid_wstack::Params p{.image_size = 512, .pass_visibilities = 400000};
+  EXPECT_EQ(grid_wstack::passes_for(p, 1e6), 3);
+  EXPECT_EQ(grid_wstack::passes_for(p, 400000), 1);
+  EXPECT_EQ(grid_wstack::passes_for(p, 0), 1);
+}
+
 // Many visibilities on few cells (short baselines on a fine grid): at epsilon 1e-6 a single-precision
 // grid's rounding alone is above epsilon (1.1e-6 measured on this case), the double grid that
 // `accumulate: auto` chooses there is not (1e-7).

@@ -2,6 +2,7 @@
 
 #include <oneapi/tbb/task_group.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -41,12 +42,15 @@ wstack::Engine make_engine(const Params& p) {
 wstack::Engine padded_for_data(const wstack::Engine& e, const Params& p, double n, double min_abs_w,
                                double max_abs_w, const EstimateContext& c, std::string_view id) {
   if (p.padding != 0) return e;
-  wstack::Engine chosen(wstack::cheapest_padding(e.options(), n, min_abs_w, max_abs_w, c));
+  const double passes = passes_for(p, n);
+  wstack::Engine chosen(wstack::cheapest_padding(e.options(), n, min_abs_w, max_abs_w, c, passes));
   spdlog::info("grid.wstack '{}': padding {:g} (W {}, {} planes of {}^2 cells) predicted fastest for {:.3g} "
-               "visibilities, |w| {:.3g}..{:.3g}", id, chosen.options().padding, chosen.kernel().support,
-               chosen.planes(min_abs_w, max_abs_w).count, chosen.grid_size(), n, min_abs_w, max_abs_w);
+               "visibilities in {:g} pass(es), |w| {:.3g}..{:.3g}", id, chosen.options().padding, chosen.kernel().support,
+               chosen.planes(min_abs_w, max_abs_w).count, chosen.grid_size(), n, passes, min_abs_w, max_abs_w);
   return chosen;
 }
+
+double passes_for(const Params& p, double n) { return std::max(1.0, std::ceil(n / double(p.pass_visibilities))); }
 
 wstack::Engine first_pass_engine(const wstack::Engine& e, const Params& p, const Observation* obs, bool whole, double n,
                                  double min_abs_w, double max_abs_w, const EstimateContext& c, std::string_view id) {
@@ -164,10 +168,12 @@ Estimate estimate(const Params& p, const PortShapes& in, const EstimateContext& 
   const double n = estimated_visibilities(in, vis.name);
   const Observation& obs = *in.find(vis.name)->second.obs;
   const wstack::Engine e = padded_for_data(make_engine(p), p, n, obs.min_abs_w, obs.max_abs_w, c, "estimate");
-  char basis[160];
-  std::snprintf(basis, sizeof basis, "%.3g visibilities, padding %g, W %d, %d planes of %d^2 cells", n,
-                e.options().padding, e.kernel().support, e.planes(obs.min_abs_w, obs.max_abs_w).count, e.grid_size());
-  return {.seconds = wstack::predicted_seconds(e, n, obs.min_abs_w, obs.max_abs_w, c), .error = p.epsilon, .basis = basis};
+  const double passes = passes_for(p, n);
+  char basis[192];
+  std::snprintf(basis, sizeof basis, "%.3g visibilities in %g pass(es), padding %g, W %d, %d planes of %d^2 cells", n,
+                passes, e.options().padding, e.kernel().support, e.planes(obs.min_abs_w, obs.max_abs_w).count, e.grid_size());
+  return {.seconds = wstack::predicted_seconds(e, n, obs.min_abs_w, obs.max_abs_w, c, passes), .error = p.epsilon,
+          .basis = basis};
 }
 
 StageSpec spec() { return decl.spec({cpu_backend<WStackGridder>(), UVFLOW_CUDA_BACKEND(make_cuda)}, estimate); }

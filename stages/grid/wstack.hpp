@@ -71,8 +71,9 @@ inline const StageDecl<Params> decl{
                  .doc = "the most visibilities held before they are imaged: a stream with more is imaged in passes "
                         "over all w-planes (the images summed), so memory stays bounded (20 bytes a visibility "
                         "held, and on cuda about 53 more while a pass sorts them) at the cost of one set of plane transforms per "
-                        "pass. With padding 0, the padding is chosen once, at the first pass, for the observation's "
-                        "visibility count and |w| range where its metadata gives them"}}},
+                        "pass (the estimate and padding 0's choice count them). With padding 0, the padding is chosen "
+                        "once, at the first pass, for the observation's visibility count and |w| range where its "
+                        "metadata gives them"}}},
     .concurrency = Concurrency::serial,
     .describe = [](const Params& p, const PortShapes&) {
       const int n = int(p.image_size);
@@ -92,6 +93,8 @@ wstack::Engine make_engine(const Params& p);
 // logged for the stage `id`; otherwise `e`.
 wstack::Engine padded_for_data(const wstack::Engine& e, const Params& p, double n, double min_abs_w,
                                double max_abs_w, const EstimateContext& c, std::string_view id);
+// The passes over the planes that n visibilities take (pass_visibilities), at least 1.
+double passes_for(const Params& p, double n);
 
 // The engine of a run's passes, chosen at its first: padded_for_data for the pass's visibilities when
 // it is the only pass (`whole`: the stream ended), else for what `obs` says the stream holds (its

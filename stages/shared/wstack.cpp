@@ -419,7 +419,8 @@ void Engine::degrid(const float* image, const float* u, const float* v, const fl
   if (stats) *stats = st;
 }
 
-double predicted_seconds(const Engine& e, double n, double min_abs_w, double max_abs_w, const EstimateContext& c) {
+double predicted_seconds(const Engine& e, double n, double min_abs_w, double max_abs_w, const EstimateContext& c,
+                         double passes) {
   const double W = e.kernel().support, cells = double(e.grid_size()) * e.grid_size();
   const double planes = e.planes(min_abs_w, max_abs_w).count;
   const double pixels = double(e.options().image_size) * e.options().image_size;
@@ -430,9 +431,10 @@ double predicted_seconds(const Engine& e, double n, double min_abs_w, double max
   // planning, about 0.2 s, included). H100 (el56-82, 8192^2, epsilon 1e-4, padding 2): 67 ms
   // gridding, 85 ms FFTs and transposes, 25 ms image sums, 50 ms of waits and allocation.
   const bool cuda = c.backend == "cuda";
+  const double per_pass = seconds_at(c, planes * cells * std::log2(cells), 3.8e9, 3.9e12) +
+                          seconds_at(c, planes * pixels, 3e8, 1.2e11) + (cuda ? 0.05 : 0.2);
   return seconds_at(c, n, 1.3e7, 2e9) + seconds_at(c, n, 1.43e6, 1e12) + seconds_at(c, n * W * W * W, 7e8, 1e11) +
-         seconds_at(c, planes * cells * std::log2(cells), 3.8e9, 3.9e12) + seconds_at(c, planes * pixels, 3e8, 1.2e11) +
-         (cuda ? 0.05 : 0.2);
+         passes * per_pass;
 }
 
 namespace {
@@ -467,13 +469,14 @@ Candidates candidates(Options o) {
 
 void prepare_paddings(const Options& o) { candidates(o); }
 
-Options cheapest_padding(Options o, double n, double min_abs_w, double max_abs_w, const EstimateContext& c) {
+Options cheapest_padding(Options o, double n, double min_abs_w, double max_abs_w, const EstimateContext& c,
+                         double passes) {
   const Candidates all = candidates(o);
   std::optional<Options> best;
   double best_s = 0;
   for (const std::optional<Engine>& e : all.engine) {
     if (!e) continue;
-    const double s = predicted_seconds(*e, n, min_abs_w, max_abs_w, c);
+    const double s = predicted_seconds(*e, n, min_abs_w, max_abs_w, c, passes);
     if (!best || s < best_s) best = e->options(), best_s = s;
   }
   if (!best) throw std::invalid_argument(all.why);

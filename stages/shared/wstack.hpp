@@ -52,11 +52,15 @@ class Engine;
 // The cost model of grid.wstack (its estimate for `choose: auto`, and `padding: 0`): seconds to
 // sort n visibilities, spread each over W^3 kernel points, transform every plane's grid (pruned)
 // and apply its w-screen to the image, at rates measured on the VM per core and on the H100
-// (bench/results/h100_wstack.md), for |w| in [min_abs_w, max_abs_w].
-double predicted_seconds(const Engine& e, double n, double min_abs_w, double max_abs_w, const EstimateContext& c);
+// (bench/results/h100_wstack.md), for |w| in [min_abs_w, max_abs_w]; in `passes` passes (grid.wstack's
+// pass_visibilities), each paying the planes' transforms and screens over the whole range (the
+// worst case: a pass of part of the stream spans what that part's |w| spans).
+double predicted_seconds(const Engine& e, double n, double min_abs_w, double max_abs_w, const EstimateContext& c,
+                         double passes = 1);
 // The options with the padding (of 1.25, 1.5, 1.75, 2, 2.5, 3) that reaches o.epsilon at the least
 // predicted cost for that data; throws std::invalid_argument when none reaches it.
-Options cheapest_padding(Options o, double n, double min_abs_w, double max_abs_w, const EstimateContext& c);
+Options cheapest_padding(Options o, double n, double min_abs_w, double max_abs_w, const EstimateContext& c,
+                         double passes = 1);
 // Searches the kernels of those paddings for o.epsilon (kept for the process, es::choose): what
 // cheapest_padding costs before the data is known, so that a stage can do it while data streams in.
 void prepare_paddings(const Options& o);
