@@ -3,14 +3,15 @@
 #include <algorithm>
 #include <cmath>
 #include <complex>
+#include <exception>
 #include <future>
 #include <map>
 #include <mutex>
-#include <tuple>
-#include <utility>
 #include <numbers>
 #include <stdexcept>
 #include <string>
+#include <tuple>
+#include <utility>
 
 namespace uvflow::es {
 namespace {
@@ -108,52 +109,51 @@ Kernel search(double epsilon, double sigma) {
                               "single-precision rounding above epsilon): raise the padding (2 reaches 1e-6) or epsilon");
 }
 
-// What search() gave for an (epsilon, sigma): the kernel, or the reason none reaches epsilon.
-struct Choice {
-  Kernel kernel;
-  std::string error;
+// Answers kept for the process, made once per key: the first caller makes it outside the lock
+// (other keys are made meanwhile) and later callers wait for it; a failure is kept and rethrown
+// to each caller as the first one's exception.
+template <class Key, class Value>
+class KeptPerProcess {
+ public:
+  template <class Make>
+  Value get(const Key& key, Make&& make) {
+    std::promise<Value> mine;
+    std::shared_future<Value> answer;
+    bool make_here = false;
+    {
+      const std::lock_guard lock(mutex_);
+      auto [at, added] = known_.try_emplace(key);
+      if (added) at->second = mine.get_future().share(), make_here = true;
+      answer = at->second;
+    }
+    if (make_here) {
+      try {
+        mine.set_value(make());
+      } catch (...) {
+        mine.set_exception(std::current_exception());
+      }
+    }
+    return answer.get();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<Key, std::shared_future<Value>> known_;
 };
 
 }  // namespace
 
 // The search evaluates tap errors over tens of betas and supports (5-30 ms each on the VM, more for
-// an unreachable epsilon), and padding 0 asks for six paddings at once (wstack::padding_candidates),
+// an unreachable epsilon), and padding 0 asks for six paddings at once (wstack::prepare_paddings),
 // so the answers are kept for the process: a handful of pairs per run.
 Kernel choose(double epsilon, double sigma) {
-  static std::mutex mutex;
-  static std::map<std::pair<double, double>, std::shared_future<Choice>> known;
-  std::promise<Choice> mine;
-  std::shared_future<Choice> answer;
-  bool search_here = false;
-  {
-    const std::lock_guard lock(mutex);
-    auto [at, added] = known.try_emplace({epsilon, sigma});
-    if (added) at->second = mine.get_future().share(), search_here = true;
-    answer = at->second;
-  }
-  if (search_here) {  // outside the lock: other pairs are searched meanwhile
-    try {
-      mine.set_value({search(epsilon, sigma), ""});
-    } catch (const std::invalid_argument& e) {
-      mine.set_value({{}, e.what()});
-    }
-  }
-  const Choice& c = answer.get();
-  if (!c.error.empty()) throw std::invalid_argument(c.error);
-  return c.kernel;
+  static KeptPerProcess<std::pair<double, double>, Kernel> kept;
+  return kept.get({epsilon, sigma}, [&] { return search(epsilon, sigma); });
 }
 
 std::shared_ptr<const Correction> Correction::of(const Kernel& k) {
-  static std::mutex mutex;
-  static std::map<std::tuple<int, double, double>, std::shared_ptr<const Correction>> known;
-  const std::tuple key{k.support, k.beta, k.sigma};
-  {
-    const std::lock_guard lock(mutex);
-    if (auto at = known.find(key); at != known.end()) return at->second;
-  }
-  auto made = std::make_shared<const Correction>(k);  // made twice at worst, by two first callers
-  const std::lock_guard lock(mutex);
-  return known.try_emplace(key, std::move(made)).first->second;
+  static KeptPerProcess<std::tuple<int, double, double>, std::shared_ptr<const Correction>> kept;
+  return kept.get({k.support, k.beta, k.sigma}, [&] { return std::make_shared<const Correction>(k); });
 }
 
 Taps::Taps(const Kernel& k) : w_(k.support), deg_(k.support + 3) {
