@@ -388,6 +388,7 @@ class WStackGridderCuda : public DeclaredStage<decl> {
       engine_.emplace(first_pass_engine(*engine_, params(), obs_.get(), at_end, double(n_), lim[0], lim[1], {"cuda", 1},
                                         ctx.stage_id()));
       engine_chosen_ = true;
+      float_sum_ = engine_->options().epsilon >= kFloatSum;
     }
     const wstack::Engine& e = *engine_;
     const wstack::Planes pl = e.planes(lim[0], lim[1]);
@@ -461,19 +462,18 @@ class WStackGridderCuda : public DeclaredStage<decl> {
     const std::size_t band_cells = std::size_t(band.rows) * p.ng, pixels = std::size_t(p.n) * p.n;
     auto grid = Array<cfloat>::device(band_cells, stream);
     auto cols = Array<cfloat>::device(std::size_t(p.ng) * p.n, stream);
-    float_sum_ = e.options().epsilon >= kFloatSum;
-    const auto zeroed = [&]<class A>(Array<A>& a) {
-      if (!a.empty()) return;
-      a = Array<A>::device(pixels, stream);
-      device::memset_zero(a.data(), a.bytes(), stream);
-    };
-    if (float_sum_ && acc32_.empty()) {
-      rates_ = Array<float>::device(pixels, stream);  // the same for every pass: the field's
-      screen_rates<<<blocks_of(screen_rates), 256, 0, s>>>(p, rates_.data());
-      device::check_launch("grid.wstack: screen_rates");
+    if (acc32_.empty() && acc64_.empty()) {  // the first pass: the zeroed sum, and a float sum's pixel rates
+      if (float_sum_) {
+        acc32_ = Array<float>::device(pixels, stream);
+        device::memset_zero(acc32_.data(), acc32_.bytes(), stream);
+        rates_ = Array<float>::device(pixels, stream);
+        screen_rates<<<blocks_of(screen_rates), 256, 0, s>>>(p, rates_.data());
+        device::check_launch("grid.wstack: screen_rates");
+      } else {
+        acc64_ = Array<double>::device(pixels, stream);
+        device::memset_zero(acc64_.data(), acc64_.bytes(), stream);
+      }
     }
-    if (float_sum_) zeroed(acc32_);
-    else zeroed(acc64_);
     fft_.ensure(p.ng, p.n, band.rows);
     auto scratch = Array<std::uint8_t>::device(fft_.work_bytes(), stream);
     fft_.bind(s, scratch.data());
@@ -554,7 +554,7 @@ class WStackGridderCuda : public DeclaredStage<decl> {
   Array<double> taps_, corr_;       // the plan's tables
   Array<float> acc32_, rates_;      // the passes' screened plane sum, in float (float_sum_) or double;
   Array<double> acc64_;             // the pixels' screen rates for the float sum
-  bool float_sum_ = false;
+  bool float_sum_ = false;          // set with the engine (kFloatSum)
   double sum_weight_ = 0, imaged_ = 0, updates_ = 0;
   wstack::cuda::PrunedFft fft_{kWho};
 };

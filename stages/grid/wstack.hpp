@@ -34,8 +34,9 @@ inline const StageDecl<Params> decl{
            "quadrature) and by the sum of the weights. W and the kernel shape come from epsilon and padding "
            "(the narrowest kernel whose measured per-axis error meets epsilon), the planes from the data's |w| "
            "range and the field's largest |n - 1| (dw = 1 / (padding max|n-1|)). Blocks are copied as they "
-           "arrive (their tokens are released) and imaged when the stream ends, or in passes of pass_visibilities. Tested against a direct "
-           "double-precision DFT on random skies over the whole field, edge included, narrow and wide fields: "
+           "arrive (their tokens are released) and imaged when the stream ends, or in passes of "
+           "pass_visibilities. Tested against a direct double-precision DFT on random skies over the whole "
+           "field, edge included, narrow and wide fields: "
            "relative L2 error below epsilon for epsilon 1e-2 to 1e-5 (bench/results/wstack_accuracy.md), and "
            "as the exact adjoint of degrid.wstack. The cuda backend does the same on the device (staging arrays; at the end "
            "of the stream visibilities sorted by plane and tile, dense tiles spread through shared memory, the "
@@ -70,8 +71,8 @@ inline const StageDecl<Params> decl{
                  .min = 1,
                  .doc = "the most visibilities held before they are imaged: a stream with more is imaged in passes "
                         "over all w-planes (the images summed), so memory stays bounded (20 bytes a visibility "
-                        "held, and on cuda about 53 more while a pass sorts them) at the cost of one set of plane transforms per "
-                        "pass (the estimate and padding 0's choice count them). With padding 0, the padding is chosen "
+                        "held, and on cuda about 53 more while a pass sorts them) at the cost of one set of plane "
+                        "transforms per pass (the estimate and padding 0's choice count them). With padding 0, the padding is chosen "
                         "once, at the first pass, for the observation's visibility count and |w| range where its "
                         "metadata gives them"}}},
     .concurrency = Concurrency::serial,
