@@ -390,31 +390,30 @@ TEST_F(Fixture, OutOfMemoryNamesStageItemAndSize) {
 // dropped on another thread, so a slow release (freeing large host arrays) does not hold back the
 // next continuation (a download's hand-off). The graph still waits for every drop.
 TEST(DeviceWatcher, SlowDropsDoNotHoldBackLaterContinuations) {
-  using namespace std::chrono;
-  struct SlowToFree {
-    explicit SlowToFree(std::atomic<bool>* f) : freed(f) {}
-    std::atomic<bool>* freed;
-    ~SlowToFree() {
-      std::this_thread::sleep_for(milliseconds(300));
-      *freed = true;
+  // The first job's release waits until the second continuation has run: if continuations waited
+  // for drops, it would wait out its 20 s and say so. No timing assumption otherwise.
+  struct FreedAfterTheSecond {
+    FreedAfterTheSecond(std::atomic<bool>* s, std::atomic<int>* o) : second_ran(s), outcome(o) {}
+    std::atomic<bool>* second_ran;
+    std::atomic<int>* outcome;  // 0 not freed, 1 freed after the second ran, 2 gave up waiting
+    ~FreedAfterTheSecond() {
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (!*second_ran && std::chrono::steady_clock::now() < give_up)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      *outcome = *second_ran ? 1 : 2;
     }
   };
   tbb::flow::graph g;
   Watcher w(g);
   w.start();
-  std::atomic<bool> freed{false};
-  std::atomic<double> first_ran{-1}, second_ran{-1};
-  const auto t0 = steady_clock::now();
-  auto since = [t0] { return duration<double>(steady_clock::now() - t0).count(); };
-  {
-    auto slow = std::make_shared<SlowToFree>(&freed);
-    w.after({}, [slow, &first_ran, since] { first_ran = since(); });
-  }  // the job holds the last reference
-  w.after({}, [&second_ran, since] { second_ran = since(); });
+  std::atomic<bool> second_ran{false};
+  std::atomic<int> outcome{0};
+  // The job holds the only reference: had this thread kept one, the watcher could run and drop the
+  // job before this thread let go, and the release would then run here, before the second after().
+  w.after({}, [slow = std::make_shared<FreedAfterTheSecond>(&second_ran, &outcome)] {});
+  w.after({}, [&second_ran] { second_ran = true; });
   g.wait_for_all();
-  EXPECT_TRUE(freed) << "wait_for_all returned before the first job's drop";
-  ASSERT_GE(first_ran, 0);
-  ASSERT_GE(second_ran, 0);
-  EXPECT_LT(second_ran - first_ran, 0.15) << "the second continuation waited for the first job's drop";
+  EXPECT_NE(outcome, 0) << "wait_for_all returned before the first job's drop";
+  EXPECT_NE(outcome, 2) << "the second continuation waited for the first job's drop";
   w.stop();
 }
