@@ -137,14 +137,16 @@ class WStackGridder : public DeclaredStage<decl> {
       engine_chosen_ = true;
     }
     wstack::Stats st;
-    const std::vector<double> acc = engine_->grid(u_.data(), v_.data(), w_.data(), c_.data(), c_.size(), &st);
+    std::vector<double> acc = engine_->grid(u_.data(), v_.data(), w_.data(), c_.data(), c_.size(), &st);
     const es::Kernel& k = engine_->kernel();
     spdlog::info("grid.wstack '{}': pass {}, {} visibilities, epsilon {:g}: ES kernel W {} (beta {:.2f} W), {} w-planes "
                  "of {}^2 cells; {:.2f} s sorting, {:.2f} s gridding, {:.2f} s FFTs, {:.2f} s screens", ctx.stage_id(),
                  ++passes_, c_.size(), engine_->options().epsilon, k.support, k.beta / k.support, st.planes,
                  engine_->grid_size(), st.sort_s, st.grid_s, st.fft_s, st.screen_s);
-    if (acc_.empty()) acc_.assign(acc.size(), 0.0);
-    for (std::size_t i = 0; i < acc.size(); ++i) acc_[i] += acc[i];
+    if (acc_.empty())
+      acc_ = std::move(acc);  // the first (usually only) pass is the sum
+    else
+      for (std::size_t i = 0; i < acc.size(); ++i) acc_[i] += acc[i];
     imaged_ += double(c_.size());
     updates_ += st.updates;
     u_.clear(), v_.clear(), w_.clear(), c_.clear();
