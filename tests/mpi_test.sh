@@ -126,7 +126,10 @@ failure)
   "$mpiexec" --allow-run-as-root --oversubscribe -q -np 2 sh -c 'echo $$ > pid.$OMPI_COMM_WORLD_RANK; exec "$0" "$@"' \
       "$uvflow" --plugin-path "$plugins" run --no-progress "$slow" >out.txt 2>err.txt &
   job=$!
-  sleep 2
+  # Both ranks started (each wrote its pid just before exec), however loaded the machine, then a
+  # second of streaming.
+  for _ in $(seq 600); do [ -s pid.0 ] && [ -s pid.1 ] && break; sleep 0.05; done
+  sleep 1
   start=$SECONDS
   kill -KILL "$(cat pid.1)"
   wait $job
