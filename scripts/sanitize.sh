@@ -92,15 +92,8 @@ for kind in "${kinds[@]}"; do
       #   64x64 cases' 165 s); the same code paths run with the 1x1 to 64x64 PSFs;
       # - ReadingInSmallBlocksKeepsMemoryBounded: it bounds the peak RSS of a read, which ASan's
       #   redzones and quarantine of freed blocks change (nothing to do with a leak; LSan checks those);
-      # - WscleanComparison.*, WscleanClean.*, WprojWideField.*: casacore 3.5's Array.tcc binds a
-      #   reference to `*data_p` of an empty array (`static_cast<Alloc&>(*data_p)`), called from
-      #   casacore's own MSSpectralWindow table description when io.write_ms creates a Measurement Set
-      #   in a pipeline run (`uvflow run pipelines/simulate_to_ms.yaml` shows it too); UBSan's null
-      #   check fires in that header, and with -fno-sanitize-recover it cannot be suppressed (a check
-      #   that aborts ignores suppressions). These three run WSClean on such a set; the stages they
-      #   run besides are checked here by the other tests;
       # - FftwDeathTest.PlannerOutOfMemoryIsAnError, run below without LSan.
-      skip='psf255x255|^Pipelines\.ReadingInSmallBlocksKeepsMemoryBounded$|^WscleanComparison\.|^WscleanClean\.|^WprojWideField\.|^FftwDeathTest\.PlannerOutOfMemoryIsAnError$'
+      skip='psf255x255|^Pipelines\.ReadingInSmallBlocksKeepsMemoryBounded$|^FftwDeathTest\.PlannerOutOfMemoryIsAnError$'
       run_tests build-asan sanitize.log -L cpu -E "$skip" || status=1
       # Its child process plans an FFTW transform out of memory: uvflow's fftwf_assertion_failed
       # throws out of the planner, by design, and the 120 bytes of the problem FFTW was planning are
