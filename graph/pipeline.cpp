@@ -94,7 +94,7 @@ class Loader {
   Loader(std::filesystem::path file, Registry& reg, std::vector<std::filesystem::path> plugin_path, bool load_plugins,
          std::optional<std::string> text = std::nullopt, bool estimate = true)
       : file_(std::move(file)), reg_(reg), plugin_path_(std::move(plugin_path)), load_plugins_(load_plugins),
-        text_(std::move(text)), estimate_(estimate) {}
+        estimate_(estimate), text_(std::move(text)) {}
 
   Plan load(const std::vector<std::string>& sets);
 

@@ -6,13 +6,16 @@ namespace uvflow {
 
 std::string SourcePos::str() const {
   std::string s = file.empty() ? std::string("<pipeline>") : file;
-  if (line > 0) s += ":" + std::to_string(line) + ":" + std::to_string(col);
+  if (line > 0) s.append(":").append(std::to_string(line)).append(":").append(std::to_string(col));
   return s;
 }
 
 static std::string join(const std::vector<Diagnostic>& diags) {
   std::string s;
-  for (const auto& d : diags) s += (s.empty() ? "" : "\n") + d.str();
+  for (const auto& d : diags) {
+    if (!s.empty()) s += '\n';
+    s += d.str();
+  }
   return s;
 }
 
