@@ -82,7 +82,9 @@ fs::path OutputFiles::temp_for(const fs::path& final_path) {
   for (int attempt = 0;; ++attempt) {
     char rnd[9];
     std::snprintf(rnd, sizeof rnd, "%08x", unsigned(rng()));
-    fs::path box = dir / ("." + f.filename().string() + "." + tag_ + prefix + rnd + ".tmp");
+    std::string name = ".";  // appended, not "." + string: g++ 12 misreads that as an overlapping copy
+    name.append(f.filename().string()).append(".").append(tag_).append(prefix).append(rnd).append(".tmp");
+    fs::path box = dir / name;
     // mkdir is exclusive and does not follow a link planted under that name.
     if (mkdir(box.c_str(), 0700) == 0) {
       files_.push_back({box, f});
