@@ -406,13 +406,14 @@ TEST(DeviceWatcher, SlowDropsDoNotHoldBackLaterContinuations) {
   tbb::flow::graph g;
   Watcher w(g);
   w.start();
-  std::atomic<bool> second_ran{false};
+  std::atomic<bool> first_ran{false}, second_ran{false};
   std::atomic<int> outcome{0};
   // The job holds the only reference: had this thread kept one, the watcher could run and drop the
   // job before this thread let go, and the release would then run here, before the second after().
-  w.after({}, [slow = std::make_shared<FreedAfterTheSecond>(&second_ran, &outcome)] {});
+  w.after({}, [slow = std::make_shared<FreedAfterTheSecond>(&second_ran, &outcome), &first_ran] { first_ran = true; });
   w.after({}, [&second_ran] { second_ran = true; });
   g.wait_for_all();
+  EXPECT_TRUE(first_ran);
   EXPECT_NE(outcome, 0) << "wait_for_all returned before the first job's drop";
   EXPECT_NE(outcome, 2) << "the second continuation waited for the first job's drop";
   w.stop();
