@@ -552,8 +552,9 @@ class WStackGridderCuda : public DeclaredStage<decl> {
   std::size_t n_ = 0, cap_ = 0;
   DevicePlan plan_;         // the last pass's (all share the engine, so the correction)
   Array<double> taps_, corr_;       // the plan's tables
-  Array<float> acc32_, rates_;      // the passes' screened plane sum, in float (float_sum_) or double;
-  Array<double> acc64_;             // the pixels' screen rates for the float sum
+  Array<float> acc32_;              // the passes' screened plane sum, in float (float_sum_)
+  Array<double> acc64_;             // or in double
+  Array<float> rates_;              // the pixels' screen rates, for the float sum
   bool float_sum_ = false;          // set with the engine (kFloatSum)
   double sum_weight_ = 0, imaged_ = 0, updates_ = 0;
   wstack::cuda::PrunedFft fft_{kWho};
