@@ -109,6 +109,7 @@ RunReport Executor::run() {
   r.stream_start_s = runner_.stream_start_s();
   r.stages = runner_.metrics();
   r.loops = runner_.loops();
+  r.held = runner_.held();
   if (run_.failed) {
     run_.files.rollback();
     std::rethrow_exception(run_.first_error);

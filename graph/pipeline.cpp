@@ -71,6 +71,14 @@ const std::vector<std::string>& loop_settings() {
   return keys;
 }
 
+// The keys of the `run:` mapping (RunOptions).
+const std::vector<std::string>& run_keys() {
+  static const std::vector<std::string> keys = {"max_in_flight",  "transfers",      "report",         "threads",
+                                                "once_first",     "pinned_pool_mb", "device_pool_mb", "hold_memory_mb",
+                                                "hold_device_mb", "scratch_dir"};
+  return keys;
+}
+
 // A YAML value and where it was written (a file position, or the --set that supplied it).
 struct Val {
   YAML::Node node;
@@ -380,10 +388,11 @@ std::optional<ParamValue> Loader::convert(const ParamSpec& spec, Val v, const st
 }
 
 void Loader::parse_run(const YAML::Node& n) {
-  static const std::vector<std::string> keys = {"max_in_flight", "transfers", "report", "threads", "once_first",
-                                                "pinned_pool_mb", "device_pool_mb"};
+  const std::vector<std::string>& keys = run_keys();
   if (n.IsDefined() && !is_map(n)) {
-    error(pos_of(n), "'run' must be a mapping with keys max_in_flight, transfers, report, threads, once_first, pinned_pool_mb, device_pool_mb");
+    std::string list;
+    for (auto& k : keys) list += (list.empty() ? "" : ", ") + k;
+    error(pos_of(n), "'run' must be a mapping with keys " + list);
     return;
   }
   if (n.IsDefined())
@@ -416,6 +425,14 @@ void Loader::parse_run(const YAML::Node& n) {
     if (auto x = convert(pool, v, "run.pinned_pool_mb")) plan_.run.pinned_pool_mb = int(std::get<std::int64_t>(*x));
   if (auto v = get("device_pool_mb"); v.node.IsDefined())
     if (auto x = convert(pool, v, "run.device_pool_mb")) plan_.run.device_pool_mb = int(std::get<std::int64_t>(*x));
+  ParamSpec hold{"hold_memory_mb", ParamType::integer, {}, false, "MB", 0, std::int64_t(1) << 40};
+  if (auto v = get("hold_memory_mb"); v.node.IsDefined())
+    if (auto x = convert(hold, v, "run.hold_memory_mb")) plan_.run.hold_memory_mb = std::get<std::int64_t>(*x);
+  if (auto v = get("hold_device_mb"); v.node.IsDefined())
+    if (auto x = convert(hold, v, "run.hold_device_mb")) plan_.run.hold_device_mb = std::get<std::int64_t>(*x);
+  ParamSpec scratch{"scratch_dir", ParamType::path};
+  if (auto v = get("scratch_dir"); v.node.IsDefined())
+    if (auto x = convert(scratch, v, "run.scratch_dir")) plan_.run.scratch_dir = std::get<std::string>(*x);
 }
 
 void Loader::parse_plugins(const YAML::Node& n) {
@@ -1322,15 +1339,13 @@ Plan Loader::load(const std::vector<std::string>& sets) {
     for (auto& s : plan_.stages) ids.push_back(s.id);
     for (auto& [name, _] : vars_) vars.push_back(name);
     const std::string head = k.substr(0, k.find('.')), rest = k.substr(std::min(k.size(), head.size() + 1));
-    static const std::vector<std::string> run_keys = {"max_in_flight", "transfers",      "report",        "threads",
-                                                      "once_first",    "pinned_pool_mb", "device_pool_mb"};
     const SourcePos where{"--set " + o.text, 0, 0};
     const bool loop = std::any_of(plan_.loops.begin(), plan_.loops.end(), [&](auto& lp) { return lp.id == head; });
     if (held_.count(head)) continue;  // checked when that option is planned
     if (auto u = unchosen_.find(head); u != unchosen_.end())
       error(where, "stage '" + head + "' is in " + u->second + ", which is not chosen: the setting would have no effect");
     else if (choices_.count(head)) error(where, "choice '" + head + "' has one setting, '" + head + ".choose'");
-    else if (head == "run") error(where, "unknown key '" + k + "'" + suggest(rest, run_keys));
+    else if (head == "run") error(where, "unknown key '" + k + "'" + suggest(rest, run_keys()));
     else if (loop)
       error(where, "loop '" + head + "' has no setting '" + rest + "'" + suggest(rest.substr(rest.rfind('.') + 1), loop_settings()));
     else if (head == "vars")

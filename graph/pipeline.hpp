@@ -23,6 +23,12 @@ struct RunOptions {
   bool once_first = false;         // finish what depends only on `once` outputs before streaming
   int pinned_pool_mb = 0;          // pinned host memory reserved before the stages prepare
   int device_pool_mb = 0;          // device memory mapped into the CUDA pool before the run
+  // Stream items held from one graph to a later one (the data a loop reads every cycle) stay in
+  // memory up to these budgets (0: half the machine's memory, half the device's); the rest go to
+  // a scratch file in scratch_dir ("": $TMPDIR, else /tmp). graph/plan_runner.
+  std::int64_t hold_memory_mb = 0;
+  std::int64_t hold_device_mb = 0;
+  std::string scratch_dir;
 };
 
 // One input port's connection.

@@ -16,30 +16,32 @@ namespace {
 
 // A value held from an earlier graph, put back on a graph: a source that emits it as it was
 // produced (a once item in start(), or the stream's items in order, each with a token of this graph).
+// (A spilled item is read back here, one at a time as the stream's tokens allow.)
 class Feed : public Stage {
  public:
-  Feed(std::string port, Arity arity, std::vector<std::shared_ptr<const Payload>> items)
+  Feed(std::string port, Arity arity, std::vector<HeldItem> items)
       : port_(std::move(port)), arity_(arity), items_(std::move(items)) {}
   std::int64_t stream_length() const override { return arity_ == Arity::stream ? std::int64_t(items_.size()) : 0; }
   void start(Context& ctx) override {
-    if (arity_ == Arity::once) ctx.emit(port_, std::const_pointer_cast<Payload>(items_.at(0)));
+    if (arity_ == Arity::once) ctx.emit(port_, std::const_pointer_cast<Payload>(items_.at(0).get()));
   }
   void process(Context& ctx) override {
-    ctx.emit(port_, std::const_pointer_cast<Payload>(items_.at(std::size_t(ctx.item()))));
+    ctx.emit(port_, std::const_pointer_cast<Payload>(items_.at(std::size_t(ctx.item())).get()));
   }
 
  private:
   std::string port_;
   Arity arity_;
-  std::vector<std::shared_ptr<const Payload>> items_;
+  std::vector<HeldItem> items_;
 };
 
 // What a graph hands on to a later one: an output's items by index (tokens dropped: the values are
-// held, not in flight) and the stream's item count.
+// held, not in flight), the stream's item count and the output's scratch file, if it has spilled.
 struct Tap {
   std::mutex m;
-  std::map<std::int64_t, std::shared_ptr<const Payload>> items;
+  std::map<std::int64_t, HeldItem> items;
   std::int64_t count = -1;
+  std::shared_ptr<SpillFile> file;
 };
 
 }  // namespace
@@ -170,11 +172,22 @@ void PlanRunner::run_graph(const std::vector<int>& members, const std::set<PortK
         if (!keep) continue;
         Tap* t = &taps.emplace_back();
         tapped[k] = t;
+        const Arity arity = oi.arity;
+        const StageInstance& from = st[std::size_t(i)];
         tap_nodes.push_back(std::make_unique<flow::function_node<Msg, flow::continue_msg, flow::lightweight>>(
-            g, flow::unlimited, [t](const Msg& m) {
+            g, flow::unlimited, [this, t, arity, &from, port](const Msg& m) {
               std::lock_guard lk(t->m);
-              if (m.end) t->count = m.count;
-              else t->items[m.index] = m.payload;
+              if (m.end) {
+                t->count = m.count;
+              } else {
+                try {
+                  t->items[m.index] = budget_.hold(m.payload, arity, t->file, from.id + "." + port);
+                } catch (const std::exception& e) {
+                  run_.fail(std::make_exception_ptr(StageError(from.id, from.backend, "", m.index,
+                                                               "holding output '" + port + "' for a later graph: " + e.what(),
+                                                               ExitCode::runtime)));
+                }
+              }
               return flow::continue_msg();
             }));
         flow::make_edge(*outs.at(k), *tap_nodes.back());
@@ -219,6 +232,17 @@ void PlanRunner::run_graph(const std::vector<int>& members, const std::set<PortK
     if (!run_.failed)
       for (auto& [k, t] : tapped) {
         Held h{st[std::size_t(k.first)].outputs.at(k.second).arity, {}};
+        if (t->file) {
+          const std::string name = st[std::size_t(k.first)].id + "." + k.second;
+          const auto spilled = std::count_if(t->items.begin(), t->items.end(), [](auto& x) { return x.second.spilled(); });
+          spdlog::info("{}: {} of {} items ({:.3g} GB) held in the scratch file", name, spilled, t->items.size(),
+                       double(t->file->bytes()) / 1e9);
+          HeldReport& hr = held_report_[name];
+          hr.output = name;
+          hr.items += std::int64_t(t->items.size());
+          hr.spilled_items += spilled;
+          hr.spilled_bytes += double(t->file->bytes());
+        }
         for (auto& [index, p] : t->items) {
           if (index != std::int64_t(h.items.size()))
             throw std::logic_error("output '" + k.second + "' of stage '" + st[std::size_t(k.first)].id + "' lost item " +
@@ -279,7 +303,7 @@ void PlanRunner::run_loop(const LoopPlan& lp) {
     ctl->threshold_sigma = lp.stop.threshold_sigma;
     ctl->major_gain = lp.stop.major_gain;
     ctl->minor_iterations_left = lp.stop.max_minor_iterations > 0 ? lp.stop.max_minor_iterations - total : -1;
-    held_[{control, "control"}] = Held{Arity::once, {ctl}};
+    held_[{control, "control"}] = Held{Arity::once, {HeldItem(ctl)}};
     const auto t0 = Clock::now();
     std::vector<CycleReport::StageTime> times;
     run_graph(body, keep, &times);
@@ -288,7 +312,7 @@ void PlanRunner::run_loop(const LoopPlan& lp) {
     CycleReport cr{.cycle = c, .wall_s = seconds_between(t0, Clock::now()), .stages = std::move(times)};
     std::string stop;
     if (figures.first >= 0) {
-      auto f = std::dynamic_pointer_cast<const CycleFigures>(held_.at(figures).items.at(0));
+      auto f = std::dynamic_pointer_cast<const CycleFigures>(held_.at(figures).items.at(0).get());
       if (!f) throw std::logic_error("loop '" + lp.id + "': figures are not CycleFigures");
       total += f->iterations;
       model_flux = f->model_flux;
@@ -320,6 +344,12 @@ void PlanRunner::run_loop(const LoopPlan& lp) {
     const InputLink& l = exit_link(o);
     held_[{exit, o}] = held_.at({l.from, l.from_port});
   }
+}
+
+std::vector<HeldReport> PlanRunner::held() const {
+  std::vector<HeldReport> out;
+  for (auto& [name, h] : held_report_) out.push_back(h);
+  return out;
 }
 
 void PlanRunner::add_metrics(const StageMetrics& m) {

@@ -107,6 +107,9 @@ std::string format_report(const RunReport& r) {
         << std::setw(12) << c.noise << std::setw(12) << c.flux << std::setw(12) << c.model_flux << std::setw(11)
         << c.iterations << std::setprecision(2) << std::setw(10) << c.wall_s << "  " << c.minor_stop << "\n";
   }
+  for (auto& h : r.held)
+    s << "held " << h.output << ": " << h.spilled_items << " of " << h.items << " items (" << std::setprecision(3)
+      << h.spilled_bytes / 1e9 << " GB) in a scratch file, past run.hold_memory_mb / run.hold_device_mb\n";
   if (r.ranks.size() > 1) s << format_ranks(r.ranks);
   for (auto& c : r.choices)
     if (c.automatic) s << "choice " << c.id << ": " << c.why << "\n";
@@ -167,6 +170,11 @@ nlohmann::json to_json(const RunReport& r) {
     }
     j["loops"].push_back(l);
   }
+  for (auto& h : r.held)
+    j["held"].push_back({{"output", h.output},
+                         {"items", h.items},
+                         {"spilled_items", h.spilled_items},
+                         {"spilled_bytes", h.spilled_bytes}});
   j["rank"] = r.rank;
   j["local_rank"] = r.local_rank;
   j["communication_s"] = r.communication_s;

@@ -51,6 +51,15 @@ struct LoopReport {
   std::string stopped_by;  // max_cycles, threshold, threshold_sigma, max_minor_iterations, no_components
 };
 
+// An output held for a later graph (a loop's data; graph/held.hpp) that went past the run's hold
+// budget: how many of its items went to its scratch file, and their bytes, summed over the graphs
+// that held it (a loop's stream state is held again every cycle).
+struct HeldReport {
+  std::string output;  // STAGE.PORT
+  std::int64_t items = 0, spilled_items = 0;
+  double spilled_bytes = 0;
+};
+
 // A `choose:` entry of the plan: the option that ran, and for `choose: auto` why.
 struct ChoiceReport {
   std::string id, chosen;
@@ -66,6 +75,7 @@ struct RunReport {
   std::vector<StageMetrics> stages;
   std::vector<std::string> outputs;  // files written
   std::vector<LoopReport> loops;     // per cycle, each loop's figures
+  std::vector<HeldReport> held;      // outputs held in scratch files, in part
   // A run of several MPI ranks (runtime/dist.hpp): this process's rank, the seconds it spent in
   // collectives (waiting for the other ranks included), and on rank 0 every rank's report, in
   // rank order (its own first), each without outputs.

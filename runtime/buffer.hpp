@@ -74,6 +74,8 @@ class ArrayBase {
   void transfer(Location to, const device::Stream& s, bool pinned);
 
  protected:
+  friend class SpillFile;  // empties arrays it has written and fills them when it reads them back
+
   std::shared_ptr<Storage> s_;
   std::size_t n_ = 0;
 };

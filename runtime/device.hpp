@@ -18,6 +18,7 @@ bool compiled();                 // uvflow was built with CUDA
 void prefer_eager_module_loading();
 int count();                     // usable CUDA devices (0 without CUDA or without a GPU)
 std::string describe(int dev);   // "cuda:0 (NVIDIA H100 80GB HBM3, sm_90)"
+std::size_t memory_bytes(int dev); // the device's global memory; 0 where there is no such device
 // One rank per GPU: the device of the process that is `local_rank` on its node (dist::local_rank()),
 // round robin over the node's count() devices.
 inline int for_local_rank(int local_rank, int devices) { return devices > 0 ? local_rank % devices : 0; }

@@ -91,6 +91,13 @@ std::string describe(int dev) {
          std::to_string(p.minor) + ")";
 }
 
+std::size_t memory_bytes(int dev) {
+  if (count() <= dev) return 0;
+  cudaDeviceProp p{};
+  check(cudaGetDeviceProperties(&p, dev), "cudaGetDeviceProperties");
+  return p.totalGlobalMem;
+}
+
 void Event::synchronize() const {
   if (h_) check(cudaEventSynchronize(static_cast<cudaEvent_t>(native())), "cudaEventSynchronize");
 }

@@ -14,6 +14,7 @@ bool compiled() { return false; }
 
 void prefer_eager_module_loading() {}
 int count() { return 0; }
+std::size_t memory_bytes(int) { return 0; }
 std::string describe(int dev) { return "cuda:" + std::to_string(dev) + " (not compiled)"; }
 void use(int dev) { throw std::runtime_error("cuda:" + std::to_string(dev) + " asked for: uvflow was built without CUDA"); }
 int current() { return 0; }

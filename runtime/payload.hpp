@@ -20,6 +20,10 @@ class Payload {
   virtual std::shared_ptr<Payload> clone() const = 0;
   // Every array the payload holds; transfers and event stamping go through this.
   virtual void arrays(const std::function<void(ArrayBase&)>& f) = 0;
+  // Arrays that stay in host memory wherever the payload goes (transfers leave them: a
+  // VisBlock's Measurement Set rows). With arrays(), everything the payload holds: what a held
+  // stream's scratch file (runtime/spill.hpp) writes and reads back.
+  virtual void host_arrays(const std::function<void(ArrayBase&)>& f) = 0;
 
   // Where the data lives: device if any array is on the device.
   Location location() const;
@@ -29,7 +33,8 @@ class Payload {
 };
 
 // Implements the boilerplate of Payload for a struct that lists its arrays in
-// `template <class F> void each_array(F&& f)`.
+// `template <class F> void each_array(F&& f)`, and those that stay on the host, if any, in
+// `template <class F> void each_host_array(F&& f)`.
 template <class Derived, const char* Name>
 class PayloadOf : public Payload {
  public:
@@ -40,6 +45,11 @@ class PayloadOf : public Payload {
   }
   void arrays(const std::function<void(ArrayBase&)>& f) override {
     static_cast<Derived*>(this)->each_array([&](ArrayBase& a) { f(a); });
+  }
+  void host_arrays(const std::function<void(ArrayBase&)>& f) override {
+    auto visit = [&](ArrayBase& a) { f(a); };
+    if constexpr (requires(Derived& d) { d.each_host_array(visit); })
+      static_cast<Derived*>(this)->each_host_array(visit);
   }
 };
 

@@ -12,7 +12,7 @@
 #include "runtime/stage.hpp"
 
 // Bump when Stage, Context, Payload or the payload structs change layout or meaning.
-#define UVFLOW_PLUGIN_ABI_VERSION 2
+#define UVFLOW_PLUGIN_ABI_VERSION 3
 
 namespace uvflow {
 

@@ -1,7 +1,8 @@
 // Loops on the GPU: vis.subtract's and vis.unit's cuda backends against their cpu backends (the model's
 // uvw shared with the data's, or copies of them compared on the device), and pipelines/clean_image_gpu.yaml against
 // pipelines/clean_image.yaml, with the visibilities uploaded once, before the major cycles, and no
-// transfer in the loop. Skips without a CUDA device.
+// transfer in the loop; and the same pipeline with its device-resident visibilities held in a
+// scratch file (run.hold_device_mb) and uploaded again each cycle. Skips without a CUDA device.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,6 +16,7 @@
 #include "stages/builtin.hpp"
 #include "stages/vis/subtract.hpp"
 #include "stages/vis/unit.hpp"
+#include "tests/support/clean_image_run.hpp"
 #include "tests/support/fits_read.hpp"
 #include "tests/support/gpu_test.hpp"
 #include "tests/support/seeds.hpp"
@@ -103,13 +105,7 @@ TEST_F(GpuLoop, CleanImageGpuMatchesTheCpuPipelineVisibilitiesUploadedOnce) {
   test::TempDir dir;
   Registry reg;
   register_builtin_stages(reg);
-  auto sets = [&](const std::string& tag) {
-    return std::vector<std::string>{"fits.path=" + (dir / (tag + "_restored.fits")).string(),
-                                    "model_fits.path=" + (dir / (tag + "_model.fits")).string(),
-                                    "residual_fits.path=" + (dir / (tag + "_residual.fits")).string(),
-                                    "psf_fits.path=" + (dir / (tag + "_psf.fits")).string(),
-                                    "png.path=" + (dir / (tag + "_restored.png")).string(), "run.report="};
-  };
+  auto sets = [&](const std::string& tag) { return test::clean_image_outputs(dir.path(), tag); };
   RunReport g = run_plan(load_plan(test::source_dir() / "pipelines/clean_image_gpu.yaml", sets("gpu"), reg));
   RunReport c = run_plan(load_plan(test::source_dir() / "pipelines/clean_image.yaml", sets("cpu"), reg));
   ASSERT_EQ(g.loops.size(), 1u);
@@ -149,6 +145,26 @@ TEST_F(GpuLoop, CleanImageGpuMatchesTheCpuPipelineVisibilitiesUploadedOnce) {
     }
   }
   std::printf("bus: host->device %.1f MB, device->host %.1f MB over %zu cycles\n", h2d / 1e6, d2h / 1e6, cycles);
+}
+
+TEST_F(GpuLoop, DeviceVisibilitiesPastTheDeviceBudgetGoToTheScratchFileAndBack) {
+  test::TempDir dir;
+  Registry reg;
+  register_builtin_stages(reg);
+  const auto r = test::run_in_memory_and_held(test::source_dir() / "pipelines/clean_image_gpu.yaml", dir.path(), reg, 3,
+                                             "run.hold_device_mb=1", "vis.vis.to_device.data");
+  EXPECT_EQ(r.disk.stage("predict").items_in, r.mem.stage("predict").items_in);
+  // The same images but for the order of the device gridder's float atomics.
+  for (const char* f : {"restored", "model", "residual"}) {
+    const auto a = test::read_fits_image(dir / ("mem_" + std::string(f) + ".fits"));
+    const auto b = test::read_fits_image(dir / ("disk_" + std::string(f) + ".fits"));
+    ASSERT_EQ(a.pixels.size(), b.pixels.size());
+    double d = 0, ref = 0;
+    for (std::size_t i = 0; i < a.pixels.size(); ++i)
+      d += std::pow(double(a.pixels[i]) - b.pixels[i], 2), ref += std::pow(double(a.pixels[i]), 2);
+    std::printf("%s: relative difference %.3g\n", f, std::sqrt(d / ref));
+    EXPECT_LT(std::sqrt(d / ref), 1e-5) << f;
+  }
 }
 
 }  // namespace

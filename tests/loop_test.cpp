@@ -254,23 +254,10 @@ TEST(Loop, StopsWhenACycleFindsNothing) {
 }
 
 TEST(Loop, StreamStateAndLoopInvariantStream) {
-  // s starts as the source's stream (item i: 4 copies of i); each cycle adds the source again
-  // (a value from outside the loop, the same every cycle), so after 3 cycles s = 4 x source.
   TempDir dir;
   Registry reg = registry();
   const auto out = dir / "total.txt";
-  const auto file = dir.write("loop.yaml", "schema: uvflow/1\n"
-                                           "run: {max_in_flight: 2}\n"
-                                           "stages:\n"
-                                           "  - {id: src, type: test.source, params: {n: 6, size: 4}}\n"
-                                           "  - id: acc\n"
-                                           "    loop: {max_cycles: 3}\n"
-                                           "    state:\n"
-                                           "      s: {init: src, next: add}\n"
-                                           "    stages:\n"
-                                           "      - {id: add, type: test.join, in: {a: s, b: src}}\n"
-                                           "  - {id: sum, type: test.sum, in: {in: acc.s}}\n"
-                                           "  - {id: write, type: test.write_total, params: {path: " + out.string() + "}, in: {in: sum}}\n");
+  const auto file = dir.write("loop.yaml", stream_state_loop(out, 4));
   RunReport r = run_plan(load_plan(file, {}, reg));
   EXPECT_DOUBLE_EQ(read_number(out), 4.0 * 4 * (0 + 1 + 2 + 3 + 4 + 5));
   ASSERT_EQ(r.loops.size(), 1u);

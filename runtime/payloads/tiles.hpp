@@ -60,6 +60,7 @@ struct TileBuckets : PayloadOf<TileBuckets, kTileBuckets> {
   Array<std::int32_t> entry_tile;  // the tile of each entry (cuda; the nvidia gridder reads it, as in its memo)
   Array<std::int32_t> active;   // TileCounts::active: the tile range holding entries
   template <class F> void each_array(F&& f) { vis.each_array(f); f(offsets); f(entries); f(entry_tile); f(active); }
+  template <class F> void each_host_array(F&& f) { vis.each_host_array(f); }
 };
 
 }  // namespace uvflow

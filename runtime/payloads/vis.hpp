@@ -85,6 +85,7 @@ struct VisBlock : PayloadOf<VisBlock, kVisBlock> {
   std::size_t size() const { return vis.size(); }
   bool placed() const { return grid_size > 0 && coords.size() == vis.size(); }
   template <class F> void each_array(F&& f) { f(uu); f(vv); f(ww); f(vis); f(weight); f(coords); }
+  template <class F> void each_host_array(F&& f) { f(antenna1); f(antenna2); f(channel); f(time); }
 };
 
 }  // namespace uvflow

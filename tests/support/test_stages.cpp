@@ -241,6 +241,21 @@ class WriteTotal : public DeclaredStage<write_total::decl> {
 
 }  // namespace
 
+std::string stream_state_loop(const std::filesystem::path& total, int size) {
+  return "schema: uvflow/1\n"
+         "run: {max_in_flight: 2}\n"
+         "stages:\n"
+         "  - {id: src, type: test.source, params: {n: 6, size: " + std::to_string(size) + "}}\n"
+         "  - id: acc\n"
+         "    loop: {max_cycles: 3}\n"
+         "    state:\n"
+         "      s: {init: src, next: add}\n"
+         "    stages:\n"
+         "      - {id: add, type: test.join, in: {a: s, b: src}}\n"
+         "  - {id: sum, type: test.sum, in: {in: acc.s}}\n"
+         "  - {id: write, type: test.write_total, params: {path: " + total.string() + "}, in: {in: sum}}\n";
+}
+
 void register_test_stages(Registry& r) {
   r.add(source::decl.spec({cpu_backend<Source>()}));
   r.add(scale::decl.spec({cpu_backend<Scale>()}));

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <atomic>
+#include <filesystem>
+#include <string>
 #include <vector>
 
 #include "runtime/registry.hpp"
@@ -29,5 +31,11 @@ struct Numbers : PayloadOf<Numbers, kNumbers> {
 std::vector<std::int64_t>& sum_order();
 
 void register_test_stages(Registry& r);
+
+// A pipeline of test stages with a loop over a stream: the state s starts as test.source's stream (6
+// items of `size` copies of the item's index) and each of 3 cycles adds the source again (a value
+// from outside the loop, the same every cycle), so s ends as 4 x the source and test.write_total
+// writes 4 x size x (0 + 1 + ... + 5) to `total`.
+std::string stream_state_loop(const std::filesystem::path& total, int size);
 
 }  // namespace uvflow::test

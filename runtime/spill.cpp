@@ -1,0 +1,106 @@
+#include "runtime/spill.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace uvflow {
+
+void each_held_array(Payload& p, const std::function<void(ArrayBase&)>& f) {
+  p.arrays(f);
+  p.host_arrays(f);
+}
+
+SpillFile::SpillFile(const std::filesystem::path& dir) : dir_(dir) {
+  std::string name = (dir / "uvflow-held-XXXXXX").string();
+  fd_ = ::mkstemp(name.data());
+  if (fd_ < 0)
+    throw std::runtime_error("cannot make a scratch file in '" + dir.string() + "': " + std::strerror(errno) +
+                             " (run.scratch_dir chooses the directory)");
+  ::unlink(name.c_str());  // the space goes back when fd_ is closed, whatever ends the process
+}
+
+SpillFile::~SpillFile() { ::close(fd_); }
+
+std::size_t SpillFile::bytes() const {
+  std::lock_guard lk(m_);
+  return end_;
+}
+
+std::shared_ptr<const SpillFile::Entry> SpillFile::write(const Payload& p) {
+  // Device arrays are read from a host copy; the copy waits for their writers.
+  std::shared_ptr<const Payload> host;
+  if (has_device_array(p)) {
+    const device::Stream s = device::Stream::create();
+    host = p.moved_to(Location::host, s, /*pinned=*/false);
+    s.synchronize();
+  }
+  auto e = std::make_shared<Entry>();
+  std::size_t total = 0;
+  const_cast<Payload&>(p).arrays([&](ArrayBase& a) { e->parts.push_back({0, a.bytes(), a.size(), a.location(), bool(a.storage())}); });
+  const_cast<Payload&>(p).host_arrays([&](ArrayBase& a) { e->parts.push_back({0, a.bytes(), a.size(), a.location(), bool(a.storage())}); });
+  for (auto& part : e->parts) total += part.bytes;
+  std::size_t at;
+  {
+    std::lock_guard lk(m_);
+    at = end_;
+    end_ += total;
+  }
+  std::size_t k = 0;
+  each_held_array(const_cast<Payload&>(host ? *host : p), [&](ArrayBase& a) {
+    Entry::Part& part = e->parts[k++];
+    part.offset = at;
+    at += part.bytes;
+    const char* src = static_cast<const char*>(a.storage() ? a.storage()->data() : nullptr);
+    for (std::size_t done = 0; done < part.bytes;) {
+      const ssize_t n = ::pwrite(fd_, src + done, part.bytes - done, off_t(part.offset + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0)
+        throw std::runtime_error("writing " + std::to_string(part.bytes) + " bytes to the scratch file in '" + dir_.string() +
+                                 "' (" + std::to_string(bytes()) + " bytes held there): " +
+                                 (n < 0 ? std::strerror(errno) : "nothing written") +
+                                 " (run.scratch_dir chooses the directory, run.hold_memory_mb what stays in memory)");
+      done += std::size_t(n);
+    }
+  });
+  auto shell = p.clone();
+  each_held_array(*shell, [](ArrayBase& a) {
+    a.s_.reset();
+    a.n_ = 0;
+  });
+  e->shell = std::move(shell);
+  return e;
+}
+
+std::shared_ptr<Payload> SpillFile::read(const Entry& e) const {
+  auto c = e.shell->clone();
+  std::size_t k = 0;
+  device::Stream s;
+  each_held_array(*c, [&](ArrayBase& a) {
+    const Entry::Part& part = e.parts.at(k++);
+    if (!part.present) return;
+    a.s_ = Storage::host(part.bytes);
+    a.n_ = part.size;
+    char* dst = static_cast<char*>(a.s_->data());
+    for (std::size_t done = 0; done < part.bytes;) {
+      const ssize_t n = ::pread(fd_, dst + done, part.bytes - done, off_t(part.offset + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0)
+        throw std::runtime_error("reading " + std::to_string(part.bytes) + " bytes back from the scratch file in '" +
+                                 dir_.string() + "': " + (n < 0 ? std::strerror(errno) : "the file ended early"));
+      done += std::size_t(n);
+    }
+    if (part.location == Location::device) {
+      if (!s.valid()) s = device::Stream::create();
+      // From pageable memory: the call returns once the bytes are staged, so the host copy may go.
+      a.transfer(Location::device, s, /*pinned=*/false);
+    }
+  });
+  return c;
+}
+
+}  // namespace uvflow
