@@ -22,41 +22,71 @@ HoldBudget::HoldBudget(const RunOptions& run) {
   scratch_dir_ = !run.scratch_dir.empty() ? run.scratch_dir : (tmp && *tmp ? tmp : "/tmp");
 }
 
-HeldItem HoldBudget::hold(std::shared_ptr<const Payload> p, Arity arity, std::shared_ptr<SpillFile>& file,
-                          const std::string& what) {
+std::shared_ptr<const Payload> HeldItem::get() const {
+  if (entry_) return file_->read(*entry_);
+  if (upload_.empty()) return payload_;
+  auto c = payload_->clone();
+  const device::Stream s = device::Stream::create();
+  std::size_t k = 0;
+  // From pinned memory, asynchronously: the host copy lives as long as this item, which the graph
+  // reading it holds until its device work is done.
+  c->arrays([&](ArrayBase& a) {
+    if (upload_.at(k++)) a.transfer(Location::device, s, /*pinned=*/true);
+  });
+  return c;
+}
+
+HeldItem HoldBudget::hold(std::shared_ptr<const Payload> p, Arity arity, HeldOutput& out, const std::string& what) {
   std::size_t bytes[2] = {0, 0};
   each_held_array(const_cast<Payload&>(*p), [&](ArrayBase& a) { bytes[int(a.location())] += a.bytes(); });
-  // Takes both shares, or neither.
-  auto take = [&](int l) {
+  auto take = [&](int l, std::size_t n) {
     std::size_t u = used_[l].load();
     do
-      if (arity == Arity::stream && u + bytes[l] > limit_[l]) return false;
-    while (!used_[l].compare_exchange_weak(u, u + bytes[l]));
+      if (arity == Arity::stream && u + n > limit_[l]) return false;
+    while (!used_[l].compare_exchange_weak(u, u + n));
     return true;
   };
+  auto charge = [this](std::size_t host, std::size_t dev) {
+    return std::shared_ptr<const void>(nullptr, [this, host, dev](const void*) {
+      used_[0] -= host;
+      used_[1] -= dev;
+    });
+  };
+  auto budget = [&](int l) {
+    return fmt::format("run.{} ({} MB, {:.3g} MB held)", l ? "hold_device_mb" : "hold_memory_mb", limit_[l] >> 20,
+                       double(used_[l].load()) / 1e6);
+  };
   HeldItem h;
-  const bool host_fits = take(0), device_fits = host_fits && take(1);
-  if (host_fits) {
-    if (device_fits) {
+  if (take(0, bytes[0])) {
+    if (take(1, bytes[1])) {
       h.payload_ = std::move(p);
-      h.charge_ = std::shared_ptr<const void>(nullptr, [this, bytes](const void*) {
-        used_[0] -= bytes[0];
-        used_[1] -= bytes[1];
-      });
+      h.charge_ = charge(bytes[0], bytes[1]);
+      return h;
+    }
+    if (take(0, bytes[1])) {
+      if (!out.said_host)
+        spdlog::info("{}: an item's {:.3g} MB of device arrays do not fit {}: this item and any later one that does not "
+                     "fit are held in host memory",
+                     what, double(bytes[1]) / 1e6, budget(1));
+      out.said_host = true;
+      const_cast<Payload&>(*p).arrays([&](ArrayBase& a) { h.upload_.push_back(a.location() == Location::device); });
+      const device::Stream s = device::Stream::create();
+      h.payload_ = p->moved_to(Location::host, s, /*pinned=*/true);
+      s.synchronize();
+      h.charge_ = charge(bytes[0] + bytes[1], 0);
       return h;
     }
     used_[0] -= bytes[0];
   }
-  if (!file) {
-    file = std::make_shared<SpillFile>(scratch_dir_);
-    const int l = host_fits ? 1 : 0;
-    spdlog::info("{}: an item of {:.3g} MB would take the {} memory held past run.{} ({} MB, {:.3g} MB held): "
-                 "this item and any later one that does not fit go to a scratch file in {}",
-                 what, double(bytes[l]) / 1e6, l ? "device" : "host", l ? "hold_device_mb" : "hold_memory_mb",
-                 limit_[l] >> 20, double(used_[l].load()) / 1e6, scratch_dir_.string());
+  if (!out.file) {
+    out.file = std::make_shared<SpillFile>(scratch_dir_);
+    spdlog::info("{}: an item of {:.3g} MB does not fit {}{}: this item and any later one that does not fit go to a "
+                 "scratch file in {}",
+                 what, double(bytes[0] + bytes[1]) / 1e6, budget(0), bytes[1] ? " or " + budget(1) : std::string(),
+                 scratch_dir_.string());
   }
-  h.entry_ = file->write(*p);
-  h.file_ = file;
+  h.entry_ = out.file->write(*p);
+  h.file_ = out.file;
   return h;
 }
 

@@ -41,7 +41,7 @@ struct Tap {
   std::mutex m;
   std::map<std::int64_t, HeldItem> items;
   std::int64_t count = -1;
-  std::shared_ptr<SpillFile> file;
+  HeldOutput out;
 };
 
 }  // namespace
@@ -181,7 +181,7 @@ void PlanRunner::run_graph(const std::vector<int>& members, const std::set<PortK
                 t->count = m.count;
               } else {
                 try {
-                  t->items[m.index] = budget_.hold(m.payload, arity, t->file, from.id + "." + port);
+                  t->items[m.index] = budget_.hold(m.payload, arity, t->out, from.id + "." + port);
                 } catch (const std::exception& e) {
                   run_.fail(std::make_exception_ptr(StageError(from.id, from.backend, "", m.index,
                                                                "holding output '" + port + "' for a later graph: " + e.what(),
@@ -232,16 +232,20 @@ void PlanRunner::run_graph(const std::vector<int>& members, const std::set<PortK
     if (!run_.failed)
       for (auto& [k, t] : tapped) {
         Held h{st[std::size_t(k.first)].outputs.at(k.second).arity, {}};
-        if (t->file) {
+        const auto on_host = std::count_if(t->items.begin(), t->items.end(), [](auto& x) { return x.second.on_host(); });
+        if (t->out.file || on_host) {
           const std::string name = st[std::size_t(k.first)].id + "." + k.second;
           const auto spilled = std::count_if(t->items.begin(), t->items.end(), [](auto& x) { return x.second.spilled(); });
-          spdlog::info("{}: {} of {} items ({:.3g} GB) held in the scratch file", name, spilled, t->items.size(),
-                       double(t->file->bytes()) / 1e9);
+          const double bytes = t->out.file ? double(t->out.file->bytes()) : 0;
+          spdlog::info("{}: of {} items, {}{} ({:.3g} GB) in the scratch file", name, t->items.size(),
+                       on_host ? std::to_string(on_host) + " held in host memory past the device budget, " : "", spilled,
+                       bytes / 1e9);
           HeldReport& hr = held_report_[name];
           hr.output = name;
           hr.items += std::int64_t(t->items.size());
+          hr.items_on_host += on_host;
           hr.spilled_items += spilled;
-          hr.spilled_bytes += double(t->file->bytes());
+          hr.spilled_bytes += bytes;
         }
         for (auto& [index, p] : t->items) {
           if (index != std::int64_t(h.items.size()))

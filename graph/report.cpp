@@ -108,8 +108,9 @@ std::string format_report(const RunReport& r) {
         << c.iterations << std::setprecision(2) << std::setw(10) << c.wall_s << "  " << c.minor_stop << "\n";
   }
   for (auto& h : r.held)
-    s << "held " << h.output << ": " << h.spilled_items << " of " << h.items << " items (" << std::setprecision(3)
-      << h.spilled_bytes / 1e9 << " GB) in a scratch file, past run.hold_memory_mb / run.hold_device_mb\n";
+    s << "held " << h.output << " past run.hold_memory_mb / run.hold_device_mb: of " << h.items << " items, "
+      << h.items_on_host << " device items in host memory, " << h.spilled_items << " (" << std::setprecision(3)
+      << h.spilled_bytes / 1e9 << " GB) in a scratch file\n";
   if (r.ranks.size() > 1) s << format_ranks(r.ranks);
   for (auto& c : r.choices)
     if (c.automatic) s << "choice " << c.id << ": " << c.why << "\n";
@@ -173,6 +174,7 @@ nlohmann::json to_json(const RunReport& r) {
   for (auto& h : r.held)
     j["held"].push_back({{"output", h.output},
                          {"items", h.items},
+                         {"items_on_host", h.items_on_host},
                          {"spilled_items", h.spilled_items},
                          {"spilled_bytes", h.spilled_bytes}});
   j["rank"] = r.rank;

@@ -52,11 +52,12 @@ struct LoopReport {
 };
 
 // An output held for a later graph (a loop's data; graph/held.hpp) that went past the run's hold
-// budget: how many of its items went to its scratch file, and their bytes, summed over the graphs
-// that held it (a loop's stream state is held again every cycle).
+// budgets: how many of its device items were held in host memory, how many items went to its
+// scratch file and their bytes, summed over the graphs that held it (a loop's stream state is held
+// again every cycle).
 struct HeldReport {
   std::string output;  // STAGE.PORT
-  std::int64_t items = 0, spilled_items = 0;
+  std::int64_t items = 0, items_on_host = 0, spilled_items = 0;
   double spilled_bytes = 0;
 };
 

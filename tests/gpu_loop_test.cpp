@@ -147,14 +147,8 @@ TEST_F(GpuLoop, CleanImageGpuMatchesTheCpuPipelineVisibilitiesUploadedOnce) {
   std::printf("bus: host->device %.1f MB, device->host %.1f MB over %zu cycles\n", h2d / 1e6, d2h / 1e6, cycles);
 }
 
-TEST_F(GpuLoop, DeviceVisibilitiesPastTheDeviceBudgetGoToTheScratchFileAndBack) {
-  test::TempDir dir;
-  Registry reg;
-  register_builtin_stages(reg);
-  const auto r = test::run_in_memory_and_held(test::source_dir() / "pipelines/clean_image_gpu.yaml", dir.path(), reg, 3,
-                                             "run.hold_device_mb=1", "vis.vis.to_device.data");
-  EXPECT_EQ(r.disk.stage("predict").items_in, r.mem.stage("predict").items_in);
-  // The same images but for the order of the device gridder's float atomics.
+// The same images but for the order of the device gridder's float atomics.
+void expect_same_images(const test::TempDir& dir) {
   for (const char* f : {"restored", "model", "residual"}) {
     const auto a = test::read_fits_image(dir / ("mem_" + std::string(f) + ".fits"));
     const auto b = test::read_fits_image(dir / ("disk_" + std::string(f) + ".fits"));
@@ -165,6 +159,32 @@ TEST_F(GpuLoop, DeviceVisibilitiesPastTheDeviceBudgetGoToTheScratchFileAndBack) 
     std::printf("%s: relative difference %.3g\n", f, std::sqrt(d / ref));
     EXPECT_LT(std::sqrt(d / ref), 1e-5) << f;
   }
+}
+
+// Past the device budget the blocks are held in (pinned) host memory and copied up each cycle.
+TEST_F(GpuLoop, DeviceVisibilitiesPastTheDeviceBudgetAreHeldOnTheHost) {
+  test::TempDir dir;
+  Registry reg;
+  register_builtin_stages(reg);
+  const auto r = test::run_in_memory_and_held(test::source_dir() / "pipelines/clean_image_gpu.yaml", dir.path(), reg, 3,
+                                              {"run.hold_device_mb=1"}, "vis.vis.to_device.data");
+  EXPECT_EQ(r.held.items_on_host, r.held.items);
+  EXPECT_EQ(r.held.spilled_items, 0);
+  EXPECT_EQ(r.disk.stage("predict").items_in, r.mem.stage("predict").items_in);
+  expect_same_images(dir);
+}
+
+// Past both budgets they go to the scratch file, and back to the device each cycle.
+TEST_F(GpuLoop, DeviceVisibilitiesPastBothBudgetsGoToTheScratchFileAndBack) {
+  test::TempDir dir;
+  Registry reg;
+  register_builtin_stages(reg);
+  const auto r = test::run_in_memory_and_held(test::source_dir() / "pipelines/clean_image_gpu.yaml", dir.path(), reg, 3,
+                                              {"run.hold_device_mb=1", "run.hold_memory_mb=1"}, "vis.vis.to_device.data");
+  EXPECT_EQ(r.held.spilled_items, r.held.items);
+  EXPECT_EQ(r.held.items_on_host, 0);
+  EXPECT_EQ(r.disk.stage("predict").items_in, r.mem.stage("predict").items_in);
+  expect_same_images(dir);
 }
 
 }  // namespace

@@ -140,7 +140,7 @@ TEST(HoldBudget, StreamItemsPastTheBudgetGoToTheFileOnceItemsStayBytesComeBack) 
   run.scratch_dir = dir.path().string();
   HoldBudget budget(run);
   ASSERT_EQ(budget.limit(Location::host), std::size_t(1) << 20);
-  std::shared_ptr<SpillFile> file;
+  HeldOutput out;
   std::vector<HeldItem> items;
   std::vector<std::shared_ptr<VisBlock>> blocks;
   // 10 blocks of 8,000 visibilities (56 bytes each with the row arrays: 448 KB; 2 fit in 1 MB).
@@ -148,22 +148,22 @@ TEST(HoldBudget, StreamItemsPastTheBudgetGoToTheFileOnceItemsStayBytesComeBack) 
   for (std::uint64_t k = 0; k < 10; ++k) {
     blocks.push_back(random_block(100 + k, 8000));
     if (!block) each_held_array(*blocks.back(), [&](ArrayBase& a) { block += a.bytes(); });
-    items.push_back(budget.hold(blocks.back(), Arity::stream, file, "test.out"));
+    items.push_back(budget.hold(blocks.back(), Arity::stream, out, "test.out"));
     EXPECT_LE(budget.used(Location::host), budget.limit(Location::host));
   }
   ASSERT_EQ(block, 8000u * 56);
-  ASSERT_TRUE(file);
+  ASSERT_TRUE(out.file);
   int spilled = 0;
   for (auto& h : items) spilled += h.spilled();
   EXPECT_EQ(spilled, 8);
   EXPECT_EQ(budget.used(Location::host), 2 * block);
-  EXPECT_EQ(file->bytes(), 8 * block);
+  EXPECT_EQ(out.file->bytes(), 8 * block);
   for (std::size_t k = 0; k < items.size(); ++k)
     if (items[k].spilled()) expect_same_block(*blocks[k], dynamic_cast<const VisBlock&>(*items[k].get()));
     else EXPECT_EQ(items[k].get(), blocks[k]);  // in memory: the item itself
   // A once item stays in memory past the budget, and counts.
   auto big = random_block(7, 24000);
-  HeldItem once = budget.hold(big, Arity::once, file, "test.once");
+  HeldItem once = budget.hold(big, Arity::once, out, "test.once");
   EXPECT_FALSE(once.spilled());
   EXPECT_EQ(once.get(), big);
   EXPECT_EQ(budget.used(Location::host), 5 * block);
@@ -239,8 +239,10 @@ TEST(HeldLoop, AFullScratchDiskStopsTheRunWithTheStageAndItemAndWritesNothing) {
 TEST(HeldLoop, CleanImageWithItsVisibilitiesInTheScratchFileIsBitForBitTheSame) {
   TempDir dir;
   Registry reg = test_registry();
-  run_in_memory_and_held(std::filesystem::path(UVFLOW_TEST_SOURCE_DIR) / "pipelines/clean_image.yaml", dir.path(), reg, 2,
-                         "run.hold_memory_mb=1", "vis.vis");
+  const HeldRuns r = run_in_memory_and_held(std::filesystem::path(UVFLOW_TEST_SOURCE_DIR) / "pipelines/clean_image.yaml",
+                                            dir.path(), reg, 2, {"run.hold_memory_mb=1"}, "vis.vis");
+  EXPECT_EQ(r.held.spilled_items, r.held.items);  // 8.6 MB blocks, a 1 MB budget
+  EXPECT_EQ(r.held.items_on_host, 0);
   for (const char* f : {"restored", "model", "residual"}) {
     const FitsImage a = read_fits_image(dir / ("mem_" + std::string(f) + ".fits"));
     const FitsImage b = read_fits_image(dir / ("disk_" + std::string(f) + ".fits"));
