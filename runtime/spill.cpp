@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -24,7 +25,10 @@ SpillFile::SpillFile(const std::filesystem::path& dir) : dir_(dir) {
   ::unlink(name.c_str());  // the space goes back when fd_ is closed, whatever ends the process
 }
 
-SpillFile::~SpillFile() { ::close(fd_); }
+SpillFile::~SpillFile() {
+  for (auto& e : staged_) e.synchronize();  // before the pinned halves go
+  ::close(fd_);
+}
 
 std::size_t SpillFile::bytes() const {
   std::lock_guard lk(m_);
@@ -76,6 +80,17 @@ std::shared_ptr<const SpillFile::Entry> SpillFile::write(const Payload& p) {
   return e;
 }
 
+void SpillFile::read_at(void* dst, std::size_t offset, std::size_t bytes) const {
+  for (std::size_t done = 0; done < bytes;) {
+    const ssize_t n = ::pread(fd_, static_cast<char*>(dst) + done, bytes - done, off_t(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      throw std::runtime_error("reading " + std::to_string(bytes) + " bytes back from the scratch file in '" +
+                               dir_.string() + "': " + (n < 0 ? std::strerror(errno) : "the file ended early"));
+    done += std::size_t(n);
+  }
+}
+
 std::shared_ptr<Payload> SpillFile::read(const Entry& e) const {
   auto c = e.shell->clone();
   std::size_t k = 0;
@@ -83,22 +98,29 @@ std::shared_ptr<Payload> SpillFile::read(const Entry& e) const {
   each_held_array(*c, [&](ArrayBase& a) {
     const Entry::Part& part = e.parts.at(k++);
     if (!part.present) return;
-    a.s_ = Storage::host(part.bytes);
     a.n_ = part.size;
-    char* dst = static_cast<char*>(a.s_->data());
-    for (std::size_t done = 0; done < part.bytes;) {
-      const ssize_t n = ::pread(fd_, dst + done, part.bytes - done, off_t(part.offset + done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0)
-        throw std::runtime_error("reading " + std::to_string(part.bytes) + " bytes back from the scratch file in '" +
-                                 dir_.string() + "': " + (n < 0 ? std::strerror(errno) : "the file ended early"));
-      done += std::size_t(n);
+    if (part.location == Location::host) {
+      a.s_ = Storage::host(part.bytes);
+      read_at(a.s_->data(), part.offset, part.bytes);
+      return;
     }
-    if (part.location == Location::device) {
-      if (!s.valid()) s = device::Stream::create();
-      // From pageable memory: the call returns once the bytes are staged, so the host copy may go.
-      a.transfer(Location::device, s, /*pinned=*/false);
+    // Device arrays go up through the two pinned halves, each chunk read while the one before is
+    // copied: through fresh pageable memory a block took about four times as long (page faults,
+    // staged copies; bench/results/held_memory.md).
+    std::lock_guard lk(staging_m_);
+    if (!s.valid()) s = device::Stream::create();
+    for (auto& h : staging_)
+      if (!h) h = Storage::host(kStagingChunk, /*pinned=*/true);
+    a.s_ = Storage::device(part.bytes, s);
+    int i = 0;
+    for (std::size_t off = 0; off < part.bytes; off += kStagingChunk, i ^= 1) {
+      const std::size_t n = std::min(kStagingChunk, part.bytes - off);
+      staged_[i].synchronize();  // the half's last copy is done
+      read_at(staging_[i]->data(), part.offset + off, n);
+      device::copy(static_cast<char*>(a.s_->data()) + off, staging_[i]->data(), n, device::Copy::host_to_device, s);
+      staged_[i] = s.record();
     }
+    a.s_->set_last_writer(s.record());
   });
   return c;
 }

@@ -38,17 +38,26 @@ class SpillFile {
   // std::runtime_error naming the directory when the file cannot take it (a full disk).
   std::shared_ptr<const Entry> write(const Payload& p);
   // A copy of the payload written as `e`, each array where it was: device arrays are copied back
-  // to the device on a stream of their own, the copy their last writer (consumers wait on it).
+  // to the device on a stream of their own, the copy their last writer (consumers wait on it);
+  // device reads of one file take turns.
   std::shared_ptr<Payload> read(const Entry& e) const;
 
   std::size_t bytes() const;  // written so far
   const std::filesystem::path& dir() const { return dir_; }
 
  private:
+  void read_at(void* dst, std::size_t offset, std::size_t bytes) const;
+
   std::filesystem::path dir_;
   int fd_ = -1;
   mutable std::mutex m_;  // end_
   std::size_t end_ = 0;
+  // Pinned staging for device arrays read back: two halves, each the source of the copy recorded
+  // in staged_ (made on the first device read).
+  static constexpr std::size_t kStagingChunk = std::size_t(16) << 20;
+  mutable std::mutex staging_m_;
+  mutable std::shared_ptr<Storage> staging_[2];
+  mutable device::Event staged_[2];
 };
 
 // Every array `p` holds: arrays(), then host_arrays().

@@ -3,7 +3,8 @@
 #   asan  AddressSanitizer + UndefinedBehaviorSanitizer (+ LeakSanitizer) in build-asan/: every cpu
 #         test (ctest -L cpu);
 #   tsan  ThreadSanitizer in build-tsan/: the framework and executor tests (framework_test,
-#         Pipelines.*, loop_test's Loop.* and LoopFailure.*, the device watcher), grid.wstack's threaded
+#         Pipelines.*, loop_test's Loop.* and LoopFailure.*, the device watcher, held_test's loops
+#         whose data go to scratch files from concurrent graph nodes), grid.wstack's threaded
 #         padding search and ES-kernel memo (wstack_test), and the command's tests (cli), against
 #         a oneTBB built with TSan from Debian's source package (the script adds a deb-src entry
 #         and builds it once).
@@ -106,14 +107,14 @@ for kind in "${kinds[@]}"; do
       tbb_tsan "$root/build-tsan/onetbb-tsan" || { status=1; continue; }
       cmake_extra=(-DTBB_DIR="$root/build-tsan/onetbb-tsan/lib/cmake/TBB")
       build build-tsan "-fno-omit-frame-pointer -fsanitize=thread" \
-            framework_test loop_test ms_test straylight_test wstack_test uvflow_cli test_stages_plugin || { status=1; continue; }
+            framework_test loop_test held_test ms_test straylight_test wstack_test uvflow_cli test_stages_plugin || { status=1; continue; }
       # The graph's hand-offs happen inside oneTBB, so TSan must see its synchronisation: the
       # tests run against the instrumented oneTBB (tbb_tsan), on every CPU. Also the device watcher's
       # two threads, and grid.wstack's padding search (a oneTBB task from prepare(), six candidates
       # in parallel) with the per-process memo of ES kernels that many threads ask at once.
       export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:allocator_may_return_null=1"
       LD_LIBRARY_PATH="$root/build-tsan/onetbb-tsan/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-        run_tests build-tsan sanitize.log -R '^(Fixture\.|Harness\.|Prepare\.|Pipelines\.|Loop\.|LoopFailure\.|DeviceWatcher\.|cli$|EsKernel\.ChoicesAreKeptPerProcess$|WStack\.(CheapestPaddingMeetsEpsilonAtTheLeastPredictedTime|PassesAddUpToTheImageOfOne|StagesOnSimulatedSkaLow)$)' || status=1
+        run_tests build-tsan sanitize.log -R '^(Fixture\.|Harness\.|Prepare\.|Pipelines\.|Loop\.|LoopFailure\.|DeviceWatcher\.|HeldLoop\.|HoldBudget\.|Seeds/SpillRoundTrip\.|cli$|EsKernel\.ChoicesAreKeptPerProcess$|WStack\.(CheapestPaddingMeetsEpsilonAtTheLeastPredictedTime|PassesAddUpToTheImageOfOne|StagesOnSimulatedSkaLow)$)' || status=1
       unset TSAN_OPTIONS
       cmake_extra=()
       ;;
