@@ -35,19 +35,31 @@ std::size_t SpillFile::bytes() const {
   return end_;
 }
 
-std::shared_ptr<const SpillFile::Entry> SpillFile::write(const Payload& p) {
-  // Device arrays are read from a host copy; the copy waits for their writers.
-  std::shared_ptr<const Payload> host;
-  if (has_device_array(p)) {
-    const device::Stream s = device::Stream::create();
-    host = p.moved_to(Location::host, s, /*pinned=*/false);
-    s.synchronize();
+void SpillFile::write_at(const void* src, std::size_t offset, std::size_t bytes) {
+  for (std::size_t done = 0; done < bytes;) {
+    const ssize_t n = ::pwrite(fd_, static_cast<const char*>(src) + done, bytes - done, off_t(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      throw std::runtime_error("writing " + std::to_string(bytes) + " bytes to the scratch file in '" + dir_.string() +
+                               "' (" + std::to_string(this->bytes()) + " bytes held there): " +
+                               (n < 0 ? std::strerror(errno) : "nothing written") +
+                               " (run.scratch_dir chooses the directory, run.hold_memory_mb what stays in memory)");
+    done += std::size_t(n);
   }
+}
+
+void SpillFile::stage_pinned() const {
+  for (auto& h : staging_)
+    if (!h) h = Storage::host(kStagingChunk, /*pinned=*/true);
+}
+
+std::shared_ptr<const SpillFile::Entry> SpillFile::write(const Payload& p) {
   auto e = std::make_shared<Entry>();
   std::size_t total = 0;
-  const_cast<Payload&>(p).arrays([&](ArrayBase& a) { e->parts.push_back({0, a.bytes(), a.size(), a.location(), bool(a.storage())}); });
-  const_cast<Payload&>(p).host_arrays([&](ArrayBase& a) { e->parts.push_back({0, a.bytes(), a.size(), a.location(), bool(a.storage())}); });
-  for (auto& part : e->parts) total += part.bytes;
+  each_held_array(const_cast<Payload&>(p), [&](ArrayBase& a) {
+    e->parts.push_back({0, a.bytes(), a.size(), a.location(), bool(a.storage())});
+    total += a.bytes();
+  });
   std::size_t at;
   {
     std::lock_guard lk(m_);
@@ -55,20 +67,32 @@ std::shared_ptr<const SpillFile::Entry> SpillFile::write(const Payload& p) {
     end_ += total;
   }
   std::size_t k = 0;
-  each_held_array(const_cast<Payload&>(host ? *host : p), [&](ArrayBase& a) {
+  each_held_array(const_cast<Payload&>(p), [&](ArrayBase& a) {
     Entry::Part& part = e->parts[k++];
     part.offset = at;
     at += part.bytes;
-    const char* src = static_cast<const char*>(a.storage() ? a.storage()->data() : nullptr);
-    for (std::size_t done = 0; done < part.bytes;) {
-      const ssize_t n = ::pwrite(fd_, src + done, part.bytes - done, off_t(part.offset + done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0)
-        throw std::runtime_error("writing " + std::to_string(part.bytes) + " bytes to the scratch file in '" + dir_.string() +
-                                 "' (" + std::to_string(bytes()) + " bytes held there): " +
-                                 (n < 0 ? std::strerror(errno) : "nothing written") +
-                                 " (run.scratch_dir chooses the directory, run.hold_memory_mb what stays in memory)");
-      done += std::size_t(n);
+    if (part.bytes == 0) return;
+    if (part.location == Location::host) return write_at(a.storage()->data(), part.offset, part.bytes);
+    // Device arrays come down through the pinned halves (as read() takes them up), after their
+    // writer: each chunk is written to the file while the next one is copied down.
+    std::lock_guard lk(staging_m_);
+    stage_pinned();
+    const device::Stream s = device::Stream::create();
+    s.wait(a.storage()->last_writer());
+    const std::size_t chunks = (part.bytes + kStagingChunk - 1) / kStagingChunk;
+    auto down = [&](std::size_t c) {
+      const std::size_t off = c * kStagingChunk, n = std::min(kStagingChunk, part.bytes - off);
+      staged_[c & 1].synchronize();
+      device::copy(staging_[c & 1]->data(), static_cast<const char*>(a.storage()->data()) + off, n,
+                   device::Copy::device_to_host, s);
+      staged_[c & 1] = s.record();
+    };
+    down(0);
+    for (std::size_t c = 0; c < chunks; ++c) {
+      if (c + 1 < chunks) down(c + 1);
+      staged_[c & 1].synchronize();
+      const std::size_t off = c * kStagingChunk;
+      write_at(staging_[c & 1]->data(), part.offset + off, std::min(kStagingChunk, part.bytes - off));
     }
   });
   auto shell = p.clone();
@@ -105,12 +129,11 @@ std::shared_ptr<Payload> SpillFile::read(const Entry& e) const {
       return;
     }
     // Device arrays go up through the two pinned halves, each chunk read while the one before is
-    // copied: through fresh pageable memory a block took about four times as long (page faults,
+    // copied: through fresh pageable memory a block took about three times as long (page faults,
     // staged copies; bench/results/held_memory.md).
     std::lock_guard lk(staging_m_);
     if (!s.valid()) s = device::Stream::create();
-    for (auto& h : staging_)
-      if (!h) h = Storage::host(kStagingChunk, /*pinned=*/true);
+    stage_pinned();
     a.s_ = Storage::device(part.bytes, s);
     int i = 0;
     for (std::size_t off = 0; off < part.bytes; off += kStagingChunk, i ^= 1) {

@@ -34,7 +34,8 @@ class SpillFile {
   SpillFile(const SpillFile&) = delete;
   SpillFile& operator=(const SpillFile&) = delete;
 
-  // Appends `p` (waiting for the device work that writes its device arrays). Throws
+  // Appends `p` (its device arrays after the device work that writes them, through the staging
+  // halves; device writes and reads of one file take turns). Throws
   // std::runtime_error naming the directory when the file cannot take it (a full disk).
   std::shared_ptr<const Entry> write(const Payload& p);
   // A copy of the payload written as `e`, each array where it was: device arrays are copied back
@@ -46,14 +47,16 @@ class SpillFile {
   const std::filesystem::path& dir() const { return dir_; }
 
  private:
+  void write_at(const void* src, std::size_t offset, std::size_t bytes);
   void read_at(void* dst, std::size_t offset, std::size_t bytes) const;
+  void stage_pinned() const;  // makes the staging halves (staging_m_ held)
 
   std::filesystem::path dir_;
   int fd_ = -1;
   mutable std::mutex m_;  // end_
   std::size_t end_ = 0;
-  // Pinned staging for device arrays read back: two halves, each the source of the copy recorded
-  // in staged_ (made on the first device read).
+  // Pinned staging for device arrays: two halves, each the source or target of the copy recorded
+  // in staged_ (made on the first device array written or read).
   static constexpr std::size_t kStagingChunk = std::size_t(16) << 20;
   mutable std::mutex staging_m_;
   mutable std::shared_ptr<Storage> staging_[2];
