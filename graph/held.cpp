@@ -64,17 +64,25 @@ HeldItem HoldBudget::hold(std::shared_ptr<const Payload> p, Arity arity, HeldOut
       return h;
     }
     if (take(0, bytes[1])) {
-      if (!out.said_host)
-        spdlog::info("{}: an item's {:.3g} MB of device arrays do not fit {}: this item and any later one that does not "
-                     "fit are held in host memory",
-                     what, double(bytes[1]) / 1e6, budget(1));
-      out.said_host = true;
-      const_cast<Payload&>(*p).arrays([&](ArrayBase& a) { h.upload_.push_back(a.location() == Location::device); });
-      const device::Stream s = device::Stream::create();
-      h.payload_ = p->moved_to(Location::host, s, /*pinned=*/true);
-      s.synchronize();
-      h.charge_ = charge(bytes[0] + bytes[1], 0);
-      return h;
+      try {
+        const device::Stream s = device::Stream::create();
+        h.payload_ = p->moved_to(Location::host, s, /*pinned=*/true);
+        s.synchronize();
+        const_cast<Payload&>(*p).arrays([&](ArrayBase& a) { h.upload_.push_back(a.location() == Location::device); });
+        h.charge_ = charge(bytes[0] + bytes[1], 0);
+        if (!out.said_host)
+          spdlog::info("{}: an item's {:.3g} MB of device arrays do not fit {}: this item and any later one that does "
+                       "not fit are held in host memory",
+                       what, double(bytes[1]) / 1e6, budget(1));
+        out.said_host = true;
+        return h;
+      } catch (const std::exception& e) {
+        // Pinned memory is the scarcer kind: the scratch file takes the item instead.
+        spdlog::warn("{}: could not hold an item's device arrays in pinned host memory ({}); it goes to the scratch file",
+                     what, e.what());
+        h = HeldItem();
+        used_[0] -= bytes[1];
+      }
     }
     used_[0] -= bytes[0];
   }
