@@ -36,6 +36,11 @@ std::shared_ptr<const Payload> HeldItem::get() const {
   return c;
 }
 
+bool HoldBudget::first_time(const std::string& what) {
+  std::lock_guard lk(said_m_);
+  return said_.insert(what).second;
+}
+
 HeldItem HoldBudget::hold(std::shared_ptr<const Payload> p, Arity arity, HeldOutput& out, const std::string& what) {
   std::size_t bytes[2] = {0, 0};
   each_held_array(const_cast<Payload&>(*p), [&](ArrayBase& a) { bytes[int(a.location())] += a.bytes(); });
@@ -70,11 +75,10 @@ HeldItem HoldBudget::hold(std::shared_ptr<const Payload> p, Arity arity, HeldOut
         s.synchronize();
         const_cast<Payload&>(*p).arrays([&](ArrayBase& a) { h.upload_.push_back(a.location() == Location::device); });
         h.charge_ = charge(bytes[0] + bytes[1], 0);
-        if (!out.said_host)
+        if (first_time(what + " on the host"))
           spdlog::info("{}: an item's {:.3g} MB of device arrays do not fit {}: this item and any later one that does "
                        "not fit are held in host memory",
                        what, double(bytes[1]) / 1e6, budget(1));
-        out.said_host = true;
         return h;
       } catch (const std::exception& e) {
         // Pinned memory is the scarcer kind: the scratch file takes the item instead.
@@ -86,13 +90,12 @@ HeldItem HoldBudget::hold(std::shared_ptr<const Payload> p, Arity arity, HeldOut
     }
     used_[0] -= bytes[0];
   }
-  if (!out.file) {
-    out.file = std::make_shared<SpillFile>(scratch_dir_);
+  if (!out.file) out.file = std::make_shared<SpillFile>(scratch_dir_);
+  if (first_time(what + " in a file"))
     spdlog::info("{}: an item of {:.3g} MB does not fit {}{}: this item and any later one that does not fit go to a "
                  "scratch file in {}",
                  what, double(bytes[0] + bytes[1]) / 1e6, budget(0), bytes[1] ? " or " + budget(1) : std::string(),
                  scratch_dir_.string());
-  }
   h.entry_ = out.file->write(*p);
   h.file_ = out.file;
   return h;

@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -43,11 +45,9 @@ class HeldItem {
   std::shared_ptr<const SpillFile::Entry> entry_;
 };
 
-// What the budget keeps per held output: its scratch file, once it has one, and whether the log has
-// said that its device items go to host memory.
+// What the budget keeps per held output: its scratch file, once it has one.
 struct HeldOutput {
   std::shared_ptr<SpillFile> file;
-  bool said_host = false;
 };
 
 class HoldBudget {
@@ -61,6 +61,10 @@ class HoldBudget {
   // made or written.
   HeldItem hold(std::shared_ptr<const Payload> p, Arity arity, HeldOutput& out, const std::string& what);
 
+  // True the first time `what` is asked: the log says once per output and run where its items go,
+  // though a loop holds its state anew every cycle.
+  bool first_time(const std::string& what);
+
   std::size_t limit(Location l) const { return limit_[int(l)]; }
   std::size_t used(Location l) const { return used_[int(l)].load(); }
 
@@ -68,6 +72,8 @@ class HoldBudget {
   std::size_t limit_[2];
   std::atomic<std::size_t> used_[2] = {0, 0};
   std::filesystem::path scratch_dir_;
+  std::mutex said_m_;
+  std::set<std::string> said_;
 };
 
 }  // namespace uvflow

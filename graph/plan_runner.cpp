@@ -183,7 +183,8 @@ void PlanRunner::run_graph(const std::vector<int>& members, const std::set<PortK
                 try {
                   t->items[m.index] = budget_.hold(m.payload, arity, t->out, from.id + "." + port);
                 } catch (const std::exception& e) {
-                  run_.fail(std::make_exception_ptr(StageError(from.id, from.backend, "", m.index,
+                  run_.fail(std::make_exception_ptr(StageError(from.id, from.backend,
+                                                               from.backend == "cuda" ? run_.device_name : "host", m.index,
                                                                "holding output '" + port + "' for a later graph: " + e.what(),
                                                                ExitCode::runtime)));
                 }
@@ -237,9 +238,11 @@ void PlanRunner::run_graph(const std::vector<int>& members, const std::set<PortK
           const std::string name = st[std::size_t(k.first)].id + "." + k.second;
           const auto spilled = std::count_if(t->items.begin(), t->items.end(), [](auto& x) { return x.second.spilled(); });
           const double bytes = t->out.file ? double(t->out.file->bytes()) : 0;
-          spdlog::info("{}: of {} items, {}{} ({:.3g} GB) in the scratch file", name, t->items.size(),
-                       on_host ? std::to_string(on_host) + " held in host memory past the device budget, " : "", spilled,
-                       bytes / 1e9);
+          if (budget_.first_time(name + " summary"))
+            spdlog::info("{}: of {} items, {}{} ({:.3g} GB) in the scratch file (the run report sums the graphs)", name,
+                         t->items.size(),
+                         on_host ? std::to_string(on_host) + " held in host memory past the device budget, " : "",
+                         spilled, bytes / 1e9);
           HeldReport& hr = held_report_[name];
           hr.output = name;
           hr.items += std::int64_t(t->items.size());

@@ -29,6 +29,19 @@ check "bad input exits 4" [ "$rc" -eq 4 ]
 check "bad input names the column" grep -q "column TEST" err.txt
 check "bad input leaves no file" no_files
 
+# A loop's data past run.hold_memory_mb go to a scratch file: none is left behind; a scratch folder
+# that does not exist stops the run (exit 5) naming the stage, the item and the folder.
+run --plugin-path "$plugins" run --no-progress "$src/tests/pipelines/held_loop.yaml" --set run.hold_memory_mb=1 --set run.scratch_dir=.
+check "held loop runs" [ "$rc" -eq 0 ]
+check "held loop's total" grep -qxF "6e+06" total.txt
+check "held loop says what went to the scratch file" grep -q "src.out: of 6 items, 5 (0.004 GB) in the scratch file" err.txt
+check "held loop leaves no scratch file" [ "$(ls -A . | grep -v -e '^out.txt$' -e '^err.txt$' -e '^total.txt$')" = "" ]
+rm -f total.txt
+run --plugin-path "$plugins" run --no-progress "$src/tests/pipelines/held_loop.yaml" --set run.hold_memory_mb=1 --set run.scratch_dir=nowhere
+check "missing scratch folder exits 5" [ "$rc" -eq 5 ]
+check "missing scratch folder names stage, item and folder" grep -Eq "^error: stage 'src' \(backend cpu, host, item [0-9]+\): holding output 'out' for a later graph: cannot make a scratch file in 'nowhere': No such file or directory" err.txt
+check "missing scratch folder leaves no file" no_files
+
 # Ctrl-C: a real SIGINT to the process; exit 130, no file, said once.
 "$uvflow" --plugin-path "$plugins" run --no-progress "$src/tests/pipelines/slow.yaml" >out.txt 2>err.txt &
 pid=$!
