@@ -5,6 +5,8 @@
 
 #include <cstdlib>
 
+#include "runtime/dist.hpp"
+
 namespace uvflow {
 
 namespace {
@@ -14,10 +16,13 @@ std::size_t mb(std::int64_t n) { return std::size_t(n) << 20; }
 }  // namespace
 
 HoldBudget::HoldBudget(const RunOptions& run) {
+  // By default half the node's memory, shared by the job's ranks on the node, and half the GPU's,
+  // shared by the ranks on it (device::for_local_rank deals them out).
   const std::size_t host = std::size_t(::sysconf(_SC_PHYS_PAGES)) * std::size_t(::sysconf(_SC_PAGESIZE));
-  limit_[int(Location::host)] = run.hold_memory_mb > 0 ? mb(run.hold_memory_mb) : host / 2;
+  const int gpus = device::count(), per_gpu = gpus > 0 ? (dist::local_size() + gpus - 1) / gpus : 1;
+  limit_[int(Location::host)] = run.hold_memory_mb > 0 ? mb(run.hold_memory_mb) : host / 2 / std::size_t(dist::local_size());
   limit_[int(Location::device)] =
-      run.hold_device_mb > 0 ? mb(run.hold_device_mb) : device::memory_bytes(device::current()) / 2;
+      run.hold_device_mb > 0 ? mb(run.hold_device_mb) : device::memory_bytes(device::current()) / 2 / std::size_t(per_gpu);
   const char* tmp = std::getenv("TMPDIR");
   scratch_dir_ = !run.scratch_dir.empty() ? run.scratch_dir : (tmp && *tmp ? tmp : "/tmp");
 }

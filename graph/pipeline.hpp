@@ -24,8 +24,9 @@ struct RunOptions {
   int pinned_pool_mb = 0;          // pinned host memory reserved before the stages prepare
   int device_pool_mb = 0;          // device memory mapped into the CUDA pool before the run
   // Stream items held from one graph to a later one (the data a loop reads every cycle) stay in
-  // memory up to these budgets (0: half the machine's memory, half the device's); the rest go to
-  // a scratch file in scratch_dir ("": $TMPDIR, else /tmp). graph/plan_runner.
+  // memory up to these budgets (0: half the node's memory, half the device's, each shared by the
+  // MPI job's ranks there); the rest go to a scratch file in scratch_dir ("": $TMPDIR, else /tmp).
+  // graph/held.hpp.
   std::int64_t hold_memory_mb = 0;
   std::int64_t hold_device_mb = 0;
   std::string scratch_dir;

@@ -20,6 +20,7 @@ bool compiled();  // built with MPI
 int rank();       // 0 .. size() - 1; 0 when not distributed
 int size();       // ranks in the job; 1 when not distributed
 int local_rank(); // this rank's index among the job's ranks on its node (for one GPU per rank); 0 alone
+int local_size(); // the job's ranks on this rank's node (they share its memory); 1 alone
 inline bool root() { return rank() == 0; }
 
 // Joins the MPI job when this process was started by mpirun (its environment says so), and

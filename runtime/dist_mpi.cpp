@@ -20,7 +20,7 @@ namespace uvflow::dist {
 namespace {
 
 bool g_active = false;  // joined an MPI job
-int g_rank = 0, g_size = 1, g_local_rank = 0;
+int g_rank = 0, g_size = 1, g_local_rank = 0, g_local_size = 1;
 std::mutex g_mutex;     // one collective at a time
 std::atomic<double> g_seconds{0};
 
@@ -70,6 +70,7 @@ void reduce_chunks(const T* in, T* out, std::size_t n, std::size_t chunk_bytes, 
 bool compiled() { return true; }
 int rank() { return g_rank; }
 int local_rank() { return g_local_rank; }
+int local_size() { return g_local_size; }
 int size() { return g_size; }
 
 Session::Session(int& argc, char**& argv) {
@@ -82,6 +83,7 @@ Session::Session(int& argc, char**& argv) {
   MPI_Comm node;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g_rank, MPI_INFO_NULL, &node);
   MPI_Comm_rank(node, &g_local_rank);
+  MPI_Comm_size(node, &g_local_size);
   MPI_Comm_free(&node);
   g_active = true;
   if (provided < MPI_THREAD_SERIALIZED) {

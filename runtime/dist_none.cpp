@@ -9,6 +9,7 @@ bool compiled() { return false; }
 int rank() { return 0; }
 int size() { return 1; }
 int local_rank() { return 0; }
+int local_size() { return 1; }
 Session::Session(int&, char**&) {}
 Session::~Session() = default;
 int Session::end(int rc, bool) { return rc; }
