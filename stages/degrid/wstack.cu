@@ -81,7 +81,7 @@ __global__ void gather_plane(DevicePlan p, int plane, int lo, const float* u, co
     if (kw == 0) continue;
     const double gu = (flip ? -double(u[i]) : double(u[i])) * p.scale, gv = (flip ? -double(v[i]) : double(v[i])) * p.scale;
     double ku[es::kMaxSupport], kv[es::kMaxSupport];
-    const int fu = wstack::cuda::axis_taps(p, gu, ku), fv = wstack::cuda::axis_taps(p, gv, kv);
+    const int fu = wstack::cuda::axis_taps(p, p.support, gu, ku), fv = wstack::cuda::axis_taps(p, p.support, gv, kv);
     double re = 0, im = 0;
     for (int a = 0; a < p.support; ++a) {
       const float2* row = band + std::int64_t(wstack::cuda::wrap(fv + a + p.ng / 2, p.ng) - lo) * p.ng;

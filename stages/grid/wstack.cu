@@ -1,15 +1,15 @@
 // grid.wstack, cuda backend: the cpu backend's method (stages/shared/wstack.hpp) on the device.
-// Each block's u, v, w and weight x visibility are appended to device staging arrays as it
-// arrives (with the weight sum, the |w| range and max |v|, reduced per warp). At the end of the
-// stream those are read back (the plane count and the band of grid rows that hold data are host
-// loop bounds), the visibilities are sorted by (first plane, 32 x 32 tile of their first cell),
-// runs of one key with enough visibilities become items, and where each first plane starts comes
-// back (a second wait: two per run). Per w-plane: zero the band, spread the items' visibilities
-// through shared-memory tiles and the others with one global atomic per cell (at epsilon 1e-5 and
-// below into a double band, as on the cpu), the pruned FFT (wstack_cuda.cuh: band rows, then the
-// image's columns only), multiply by the plane's screen and add the real part into a double image.
-// Last the image-domain factors and 1 / sum of weights. Tested against the cpu backend
-// (tests/gpu_wstack_test.cpp).
+// Each block's u, v, w and weight x visibility are appended to device staging arrays as it arrives
+// (with the weight sum, the |w| range and max |v|, reduced per warp). At the end of the stream
+// those are read back (the plane count and the band of grid rows that hold data are host loop
+// bounds), the visibilities are sorted by (first plane, 32 x 32 tile of their first cell), runs of
+// one key with enough visibilities become items, and where each first plane starts comes back (a
+// second wait: two per run). Per w-plane: zero the band, spread the items' visibilities through
+// shared-memory tiles (in fixed point: TileCell) and the others with one global atomic per cell (at
+// epsilon 1e-5 and below into a double band, as on the cpu), the pruned FFT (wstack_cuda.cuh: band
+// rows, then the image's columns only), multiply by the plane's screen and add the real part into a
+// double image. Last the image-domain factors and 1 / sum of weights. Tested against the cpu
+// backend (tests/gpu_wstack_test.cpp).
 #include <cuda_runtime.h>
 #include <cufft.h>
 
@@ -135,14 +135,19 @@ struct Spread {
   int fu, fv;
   double ku[es::kMaxSupport], kv[es::kMaxSupport];
 };
+// kW: the support as a compile-time constant (0: p.support at run time), so that the taps of the
+// usual supports are unrolled into registers instead of a local-memory array (280 bytes of stack
+// per thread, every tap a local load).
+template <int kW>
 __device__ inline bool prepare(const DevicePlan& p, int plane, float u, float v, float w, float2 c, Spread& s) {
+  const int W = kW > 0 ? kW : p.support;
   if (c.x == 0 && c.y == 0) return false;
   const double kw = wstack::cuda::plane_weight(p, w, plane);
   if (kw == 0) return false;
   double sn, cs;
   sincospi(-2 * double(w) * p.t0, &sn, &cs);
   s.re = (c.x * cs - c.y * sn) * kw, s.im = (c.x * sn + c.y * cs) * kw;
-  s.fu = wstack::cuda::axis_taps(p, double(u) * p.scale, s.ku), s.fv = wstack::cuda::axis_taps(p, double(v) * p.scale, s.kv);
+  s.fu = wstack::cuda::axis_taps(p, W, double(u) * p.scale, s.ku), s.fv = wstack::cuda::axis_taps(p, W, double(v) * p.scale, s.kv);
   return true;
 }
 
@@ -154,35 +159,74 @@ struct Item {
 __device__ inline std::uint32_t key_of(const Item& item) { return item.key; }
 constexpr int kChunk = 2048;
 
+// How a shared-memory tile adds for a grid of T. A float atomicAdd on shared memory is a
+// compare-and-swap loop on sm_90 (ATOMS.CAST.SPIN, retried under contention), a 32-bit integer one
+// a single ATOMS.ADD: the float grid's tiles add in fixed point (measured in
+// bench/results/h100_wstack.md, stop 29). Each item's contributions are scaled by 2^e, the largest
+// power of two that keeps the item's sum of |visibility| (a bound on any cell's sum of
+// |contribution|: taps and w-weights are at most 1) below 2^30, so no cell overflows 2^31, and each
+// contribution is rounded to 2^-e, at most 2^-29 of that sum. The sums are exact and so independent
+// of the order of the atomics. The double grid (epsilon 1e-5 and below) keeps double tiles.
+template <class T>
+using TileCell = std::conditional_t<std::is_same_v<T, float>, int, double>;
+__device__ inline void add_tile(int* cell, double re, double im, float scale) {
+  atomicAdd(cell, __float2int_rn(float(re) * scale)), atomicAdd(cell + 1, __float2int_rn(float(im) * scale));
+}
+__device__ inline void add_tile(double* cell, double re, double im, float) { atomicAdd(cell, re), atomicAdd(cell + 1, im); }
+__device__ inline double from_tile(int v, float scale) { return double(v) / scale; }
+__device__ inline double from_tile(double v, float) { return v; }
+
+// The fixed-point scale of one item (see TileCell): every thread of the block gets it.
+__device__ inline float item_scale(const float2* c, std::int64_t start, int count) {
+  __shared__ float warp_sums[32];
+  __shared__ float scale;
+  float sum = 0;
+  for (int j = threadIdx.x; j < count; j += blockDim.x) sum += fabsf(c[start + j].x) + fabsf(c[start + j].y);
+  for (int d = 16; d > 0; d /= 2) sum += __shfl_down_sync(0xffffffffu, sum, d);
+  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = sum;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float total = 0;
+    for (int k = 0; k < int(blockDim.x / 32); ++k) total += warp_sums[k];
+    // |re| and |im| of a contribution are at most |c| <= |c.x| + |c.y|; 2^30 against the int's
+    // 2^31 leaves room for taps a few ulps above 1 and the rounding of each contribution.
+    scale = total > 0 ? ldexpf(1.f, 29 - ilogbf(total)) : 1.f;
+  }
+  __syncthreads();
+  return scale;
+}
+
 // T: float or double, the precision of the grid's accumulation (Engine's double_grid). One block
 // per item: its visibilities are spread into the tile (and the W cells beyond it) in shared
 // memory, and the tile's non-zero cells added to the band of rows starting at grid row `lo`
 // (`band` points at that row) with one atomic each. A visibility whose first cell is not in the
 // tile (rounding at a cell boundary may put it one cell off) goes to the band directly.
-template <class T>
+template <class T, int kW>
 __global__ void grid_tiles(DevicePlan p, int plane, int lo, int tiles_side, const Item* items, const float* u, const float* v,
                            const float* w, const float2* c, T* band) {
   extern __shared__ unsigned char shared[];
-  T* tile = reinterpret_cast<T*>(shared);
-  const int side = kTile + p.support, half = p.ng / 2;
+  using Cell = TileCell<T>;
+  Cell* tile = reinterpret_cast<Cell*>(shared);
+  const int W = kW > 0 ? kW : p.support, side = kTile + W, half = p.ng / 2;
   const Item it = items[blockIdx.x];
   const std::uint32_t t = it.key % std::uint32_t(tiles_side * tiles_side);
   const int row0 = int(t / tiles_side) * kTile, col0 = int(t % tiles_side) * kTile;
   for (int k = threadIdx.x; k < 2 * side * side; k += blockDim.x) tile[k] = 0;
-  __syncthreads();
+  float scale = 1;
+  if constexpr (std::is_same_v<Cell, int>) scale = item_scale(c, it.start, it.count);  // syncs the block
+  else __syncthreads();
   for (int j = threadIdx.x; j < it.count; j += blockDim.x) {
     const std::int64_t i = it.start + j;
     Spread sp;
-    if (!prepare(p, plane, u[i], v[i], w[i], c[i], sp)) continue;
+    if (!prepare<kW>(p, plane, u[i], v[i], w[i], c[i], sp)) continue;
     const int r = wstack::cuda::wrap(sp.fv + half, p.ng) - row0, q = wstack::cuda::wrap(sp.fu + half, p.ng) - col0;
     const bool inside = r >= 0 && r <= kTile && q >= 0 && q <= kTile;
-    for (int a = 0; a < p.support; ++a) {
+    for (int a = 0; a < W; ++a) {
       const double sa = (sp.fv + a + sp.fu) & 1 ? -sp.kv[a] : sp.kv[a];
-      for (int b = 0; b < p.support; ++b) {
+      for (int b = 0; b < W; ++b) {
         const double f = (b & 1 ? -sa : sa) * sp.ku[b];
         if (inside) {
-          T* cell = tile + 2 * ((r + a) * side + q + b);
-          atomicAdd(cell, T(sp.re * f)), atomicAdd(cell + 1, T(sp.im * f));
+          add_tile(tile + 2 * ((r + a) * side + q + b), sp.re * f, sp.im * f, scale);
         } else {
           add_cell(band + 2 * (std::int64_t(wstack::cuda::wrap(sp.fv + a + half, p.ng) - lo) * p.ng +
                                wstack::cuda::wrap(sp.fu + b + half, p.ng)),
@@ -193,27 +237,28 @@ __global__ void grid_tiles(DevicePlan p, int plane, int lo, int tiles_side, cons
   }
   __syncthreads();
   for (int k = threadIdx.x; k < side * side; k += blockDim.x) {
-    const T re = tile[2 * k], im = tile[2 * k + 1];
+    const Cell re = tile[2 * k], im = tile[2 * k + 1];
     if (re == 0 && im == 0) continue;
     const int row = wstack::cuda::wrap(row0 + k / side, p.ng), col = wstack::cuda::wrap(col0 + k % side, p.ng);
-    add_cell(band + 2 * (std::int64_t(row - lo) * p.ng + col), re, im);
+    add_cell(band + 2 * (std::int64_t(row - lo) * p.ng + col), from_tile(re, scale), from_tile(im, scale));
   }
 }
 
 // The visibilities of sorted positions [first, first + n) that no item holds (too few share their
 // key for a tile to pay), one thread each, straight into the band.
-template <class T>
+template <class T, int kW>
 __global__ void grid_sparse(DevicePlan p, int plane, int lo, const float* u, const float* v, const float* w, const float2* c,
                             const std::uint8_t* tiled, std::int64_t first, std::int64_t n, T* band) {
   const int half = p.ng / 2;
   for (std::int64_t j = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; j < n; j += std::int64_t(gridDim.x) * blockDim.x) {
     const std::int64_t i = first + j;
     Spread sp;
-    if (tiled[i] || !prepare(p, plane, u[i], v[i], w[i], c[i], sp)) continue;
-    for (int a = 0; a < p.support; ++a) {
+    if (tiled[i] || !prepare<kW>(p, plane, u[i], v[i], w[i], c[i], sp)) continue;
+    const int W = kW > 0 ? kW : p.support;
+    for (int a = 0; a < W; ++a) {
       T* row = band + 2 * std::int64_t(wstack::cuda::wrap(sp.fv + a + half, p.ng) - lo) * p.ng;
       const double sa = (sp.fv + a + sp.fu) & 1 ? -sp.kv[a] : sp.kv[a];
-      for (int b = 0; b < p.support; ++b) {
+      for (int b = 0; b < W; ++b) {
         const double f = (b & 1 ? -sa : sa) * sp.ku[b];
         add_cell(row + 2 * wstack::cuda::wrap(sp.fu + b + half, p.ng), sp.re * f, sp.im * f);
       }
@@ -300,6 +345,20 @@ __global__ void finalize(DevicePlan p, const A* acc, const double* stats, float*
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < total; i += std::int64_t(gridDim.x) * blockDim.x) {
     const int x = int(i % p.n), y = int(i / p.n);
     out[i] = float(double(acc[std::int64_t(p.n - 1 - x) * p.n + y]) * wstack::cuda::correction(p, x, y) * inv);
+  }
+}
+
+// Calls f.template operator()<kW>() with kW = W for the supports of epsilon 1e-2 to 1e-4 at the
+// usual paddings (their spreading kernels are compiled with the support fixed), else kW = 0.
+template <class F>
+void with_support(int W, F&& f) {
+  switch (W) {
+    case 4: f.template operator()<4>(); break;
+    case 5: f.template operator()<5>(); break;
+    case 6: f.template operator()<6>(); break;
+    case 7: f.template operator()<7>(); break;
+    case 8: f.template operator()<8>(); break;
+    default: f.template operator()<0>();
   }
 }
 
@@ -489,14 +548,16 @@ class WStackGridderCuda : public DeclaredStage<decl> {
       const std::int64_t first = start[lo_p0], count_p = start[hi_p0] - first;
       const std::int64_t first_item = istart[lo_p0], items_p = istart[hi_p0] - first_item;
       const auto spread = [&]<class T>(T* target) {
-        const std::size_t shm = 2 * sizeof(T) * (kTile + W) * (kTile + W);
-        if (items_p > 0)
-          grid_tiles<T><<<unsigned(items_p), 256, shm, s>>>(p, plane, band.lo, tiles_side, item + first_item, su.data(), sv.data(),
-                                                           sw.data(), c, target);
-        device::check_launch("grid.wstack: grid_tiles");
-        grid_sparse<T><<<blocks_of(grid_sparse<T>), 256, 0, s>>>(p, plane, band.lo, su.data(), sv.data(), sw.data(), c,
-                                                                tiled.data(), first, count_p, target);
-        device::check_launch("grid.wstack: grid_sparse");
+        with_support(W, [&]<int kW>() {
+          const std::size_t shm = 2 * sizeof(TileCell<T>) * (kTile + W) * (kTile + W);
+          if (items_p > 0)
+            grid_tiles<T, kW><<<unsigned(items_p), 256, shm, s>>>(p, plane, band.lo, tiles_side, item + first_item, su.data(),
+                                                               sv.data(), sw.data(), c, target);
+          device::check_launch("grid.wstack: grid_tiles");
+          grid_sparse<T, kW><<<blocks_of(grid_sparse<T, kW>), 256, 0, s>>>(p, plane, band.lo, su.data(), sv.data(), sw.data(),
+                                                                          c, tiled.data(), first, count_p, target);
+          device::check_launch("grid.wstack: grid_sparse");
+        });
       };
       if (dbl) {
         device::memset_zero(dgrid.data(), dgrid.bytes(), stream);

@@ -63,11 +63,12 @@ __device__ inline int wrap(int a, int n) {
   return a < 0 ? a + n : a;
 }
 
-// The first cell of one axis and its W taps at grid position g.
-__device__ inline int axis_taps(const DevicePlan& p, double g, double* k) {
-  const double left = g - p.support / 2.0;
+// The first cell of one axis and its W taps at grid position g. `support` is p.support; a
+// compile-time constant there lets the compiler unroll the taps into registers.
+__device__ inline int axis_taps(const DevicePlan& p, int support, double g, double* k) {
+  const double left = g - support / 2.0;
   const int first = int(ceil(left));
-  es::eval_taps(p.taps, p.degree, p.support, first - left, k);
+  es::eval_taps(p.taps, p.degree, support, first - left, k);
   return first;
 }
 
