@@ -428,12 +428,13 @@ double predicted_seconds(const Engine& e, double n, double min_abs_w, double max
   // of 4096^2: 0.03 s sorting, 0.43 s gridding, 0.91 s FFTs, 0.12 s screens; at 512^2 and padding
   // 1.5, 2, 2.5 (W 7, 6, 5): gridding 0.61, 0.41, 0.38 s (a cost per visibility and plane besides
   // the W^3 updates), FFTs 0.41, 0.27, 0.51 s for 14 to 16 planes of 768^2 to 1280^2 (FFTW's
-  // planning, about 0.2 s, included). H100 (el56-82, 8192^2, epsilon 1e-4, padding 2): 67 ms
-  // gridding, 85 ms FFTs and transposes, 25 ms image sums, 50 ms of waits and allocation.
+  // planning, about 0.2 s, included). H100 (el56-82, 8192^2, epsilon 1e-4, padding 2): 85 ms FFTs
+  // and transposes, 25 ms image sums, 50 ms of waits and allocation. H200, the same run: spreading
+  // (fixed-point tiles, W 6) 3.0e11 to 3.3e11 updates/s from 31 M to 502 M visibilities (h100_wstack.md).
   const bool cuda = c.backend == "cuda";
   const double per_pass = seconds_at(c, planes * cells * std::log2(cells), 3.8e9, 3.9e12) +
                           seconds_at(c, planes * pixels, 3e8, 1.2e11) + (cuda ? 0.05 : 0.2);
-  return seconds_at(c, n, 1.3e7, 2e9) + seconds_at(c, n, 1.43e6, 1e12) + seconds_at(c, n * W * W * W, 7e8, 1e11) +
+  return seconds_at(c, n, 1.3e7, 2e9) + seconds_at(c, n, 1.43e6, 1e12) + seconds_at(c, n * W * W * W, 7e8, 3.3e11) +
          passes * per_pass;
 }
 
