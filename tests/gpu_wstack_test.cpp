@@ -13,13 +13,16 @@
 #include <cmath>
 #include <complex>
 #include <cstdio>
+#include <limits>
 #include <random>
 
+#include "runtime/error.hpp"
 #include "runtime/harness.hpp"
 #include "runtime/units.hpp"
 #include "stages/degrid/wstack.hpp"
 #include "stages/grid/wstack.hpp"
 #include "stages/io/simulate.hpp"
+#include "tests/support/edited_block.hpp"
 #include "tests/support/gpu_test.hpp"
 #include "tests/support/seeds.hpp"
 
@@ -104,6 +107,30 @@ TEST_F(GpuWStack, PassesMatchCpuBackendAndOnePass) {
       EXPECT_GT(rel_l2(gpu, one), 0);  // the passes were made
     }
   }
+}
+
+// A non-finite value or weight of a visibility that has weight would make its tile's fixed-point
+// scale meaningless: the cuda backend counts such visibilities as it stages them and raises an
+// InputError when the stream ends (the cpu backend names the first one at its block, wstack_test);
+// a visibility of weight 0 adds nothing, whatever its value, on both.
+TEST_F(GpuWStack, NonFiniteValueOrWeightIsAnInputError) {
+  auto blocks = simulated(600.0, 256, 19);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const auto with = [&](std::size_t at, cfloat value, float weight) {
+    auto out = blocks;
+    out[1] = test::with_value(*blocks[1], at, value, weight);
+    return out;
+  };
+  const grid_wstack::Params p{.image_size = 256, .cell_arcsec = 600.0, .epsilon = 1e-3};
+  try {
+    image_of("cuda", p, with(7, cfloat(nan, 0), 1.f));
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), "grid.wstack: 1 visibilities have a non-finite uvw, or a non-finite value or weight");
+  }
+  const auto zero_weight = with(7, cfloat(nan, nan), 0.f);
+  const auto gpu = image_of("cuda", p, zero_weight), cpu = image_of("cpu", p, zero_weight);
+  EXPECT_LE(rel_l2(gpu, cpu), p.epsilon / 5);
 }
 
 TEST_F(GpuWStack, DegridderMatchesCpuBackend) {

@@ -11,12 +11,14 @@
 #include <cmath>
 #include <complex>
 #include <cstdio>
+#include <limits>
 #include <numbers>
 #include <random>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "runtime/error.hpp"
 #include "runtime/harness.hpp"
 #include "runtime/units.hpp"
 #include "stages/degrid/wstack.hpp"
@@ -24,6 +26,7 @@
 #include "stages/io/simulate.hpp"
 #include "stages/shared/es_kernel.hpp"
 #include "stages/shared/wstack.hpp"
+#include "tests/support/edited_block.hpp"
 #include "tests/support/seeds.hpp"
 
 using namespace uvflow;
@@ -489,4 +492,28 @@ TEST(WStack, RejectsFieldsBeyondTheHorizon) {
   // 256 pixels of 1 degree from the centre: l^2 + m^2 > 1 at the corners.
   EXPECT_THROW(StageHarness(grid_wstack::spec(), "cpu", grid_wstack::decl, {.image_size = 512, .cell_arcsec = 3600}),
                ParamError);
+}
+
+// A non-finite value or weight of a visibility that has weight is an input error naming the block
+// and the visibility (on cuda its count at the end of the stream: tests/gpu_wstack_test.cpp); a
+// visibility of weight 0 adds nothing, whatever its value.
+TEST(WStack, NonFiniteValueOrWeightIsAnInputError) {
+  StageHarness sim(io_simulate::spec(), "cpu", {{"preset", std::string("tiny")}});
+  sim.run_source();
+  const auto first = std::dynamic_pointer_cast<const VisBlock>(sim.outputs("vis").at(0));
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const grid_wstack::Params p{.image_size = 64, .cell_arcsec = 600, .epsilon = 1e-3};
+  for (auto [value, weight] : {std::pair{cfloat(nan, 0), 1.f}, std::pair{cfloat(0, -inf), 1.f}, std::pair{cfloat(1, 0), nan}}) {
+    StageHarness h(grid_wstack::spec(), "cpu", grid_wstack::decl, p);
+    try {
+      h.process({{"vis", test::with_value(*first, 5, value, weight)}});
+      FAIL() << "expected an InputError";
+    } catch (const InputError& e) {
+      EXPECT_EQ(std::string(e.what()), "block " + std::to_string(first->index) + ", visibility 5: value or weight is not finite");
+    }
+  }
+  StageHarness h(grid_wstack::spec(), "cpu", grid_wstack::decl, p);
+  h.process({{"vis", test::with_value(*first, 5, cfloat(nan, nan), 0.f)}});
+  h.finish();
+  for (float x : h.output<Image>("image")->pixels) ASSERT_TRUE(std::isfinite(x));
 }

@@ -101,7 +101,10 @@ class WStackGridder : public DeclaredStage<decl> {
       if (!std::isfinite(uu[i]) || !std::isfinite(vv[i]) || !std::isfinite(ww[i]))
         throw InputError("block " + std::to_string(block->index) + ", visibility " + std::to_string(i) +
                          ": uvw is not finite");
-      if (weight[i] == 0) continue;  // contributes nothing
+      if (weight[i] == 0) continue;  // contributes nothing, whatever its value
+      if (!std::isfinite(weight[i]) || !std::isfinite(v[i].real()) || !std::isfinite(v[i].imag()))
+        throw InputError("block " + std::to_string(block->index) + ", visibility " + std::to_string(i) +
+                         ": value or weight is not finite");
       u_.push_back(uu[i]), v_.push_back(vv[i]), w_.push_back(ww[i]);
       c_.push_back(v[i] * weight[i]);
       sum_weight_ += weight[i];

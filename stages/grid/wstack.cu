@@ -47,8 +47,10 @@ constexpr int kTile = 32;  // cells a side of the sort's tiles
 // below it, double.
 constexpr double kFloatSum = 1e-3;
 
-// stats: [sum of weights, bad uvw count]; range: [min |w| bits, max |w| bits, max |v| bits]
-// (non-negative floats order as their bit patterns do).
+// stats: [sum of weights, count of visibilities with a non-finite uvw, or a non-finite value or
+// weight where the weight is not 0 (one would make its item's fixed-point scale meaningless, see
+// TileCell)]; range: [min |w| bits, max |w| bits, max |v| bits] (non-negative floats order as
+// their bit patterns do).
 __global__ void append(const float* uu, const float* vv, const float* ww, const float2* vis, const float* weight,
                        std::int64_t n, float* u, float* v, float* w, float2* c, double* stats, unsigned* range) {
   // Per thread, then per warp, then one atomic per warp (one per visibility contended on 3 words).
@@ -58,7 +60,9 @@ __global__ void append(const float* uu, const float* vv, const float* ww, const 
     const float wt = weight[i];
     u[i] = uu[i], v[i] = vv[i], w[i] = ww[i];
     c[i] = make_float2(vis[i].x * wt, vis[i].y * wt);
-    if (!isfinite(uu[i]) || !isfinite(vv[i]) || !isfinite(ww[i])) bad += 1;
+    if (!isfinite(uu[i]) || !isfinite(vv[i]) || !isfinite(ww[i]) ||
+        (wt != 0 && !(isfinite(wt) && isfinite(vis[i].x) && isfinite(vis[i].y))))
+      bad += 1;
     if (wt != 0) {
       sum += wt;
       const unsigned bits = __float_as_uint(fabsf(ww[i]));
@@ -436,7 +440,9 @@ class WStackGridderCuda : public DeclaredStage<decl> {
     device::copy(stats, stats_.data(), sizeof stats, device::Copy::device_to_host, stream);
     device::copy(range, range_.data(), sizeof range, device::Copy::device_to_host, stream);
     stream.synchronize();
-    if (stats[1] > 0) throw InputError("grid.wstack: " + std::to_string(std::int64_t(stats[1])) + " visibilities have non-finite uvw");
+    if (stats[1] > 0)
+      throw InputError("grid.wstack: " + std::to_string(std::int64_t(stats[1])) +
+                       " visibilities have a non-finite uvw, or a non-finite value or weight");
     sum_weight_ = stats[0];
     if (at_end && !(sum_weight_ > 0)) return;  // nothing to image: finish() says so
     reset_range(stream);  // the next pass's |w| range starts afresh
@@ -608,7 +614,7 @@ class WStackGridderCuda : public DeclaredStage<decl> {
   std::shared_ptr<const Observation> obs_;
   Array<float> u_, v_, w_;
   Array<cfloat> c_;
-  Array<double> stats_;     // [sum of weights, non-finite uvw] over the whole stream
+  Array<double> stats_;     // [sum of weights, non-finite inputs] over the whole stream
   Array<unsigned> range_;   // the staged visibilities' min |w|, max |w| (float bits), max |v|
   std::size_t n_ = 0, cap_ = 0;
   DevicePlan plan_;         // the last pass's (all share the engine, so the correction)

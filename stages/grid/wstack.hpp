@@ -39,9 +39,11 @@ inline const StageDecl<Params> decl{
            "field, edge included, narrow and wide fields: "
            "relative L2 error below epsilon for epsilon 1e-2 to 1e-5 (bench/results/wstack_accuracy.md), and "
            "as the exact adjoint of degrid.wstack. The cuda backend does the same on the device (staging arrays; at the end "
-           "of the stream visibilities sorted by plane and tile, dense tiles spread through shared memory, the "
-           "others by global atomics; per plane a pruned FFT of two batched 1-D cuFFT passes, over the rows "
-           "holding data and the image's columns; two waits per run) and is tested against the cpu backend.",
+           "of the stream visibilities sorted by plane and tile, dense tiles spread through shared memory in fixed "
+           "point, the others by global atomics; per plane a pruned FFT of two batched 1-D cuFFT passes, over the "
+           "rows holding data and the image's columns; two waits per run) and is tested against the cpu backend. "
+           "A non-finite uvw, or a non-finite value or weight of a visibility whose weight is not 0, is an input "
+           "error (cpu: naming the block and visibility; cuda: their count, at the end of the stream or pass).",
     .inputs = {vis},
     .outputs = {image},
     .params = {{&Params::image_size, {.name = "image_size", .min = 2, .max = 65536, .doc = "image pixels a side (even)"}},
