@@ -59,7 +59,8 @@ __global__ void append(const float* uu, const float* vv, const float* ww, const 
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n; i += std::int64_t(gridDim.x) * blockDim.x) {
     const float wt = weight[i];
     u[i] = uu[i], v[i] = vv[i], w[i] = ww[i];
-    c[i] = make_float2(vis[i].x * wt, vis[i].y * wt);
+    // A visibility of weight 0 adds nothing, whatever its value (0 x NaN would be NaN).
+    c[i] = wt != 0 ? make_float2(vis[i].x * wt, vis[i].y * wt) : make_float2(0, 0);
     if (!isfinite(uu[i]) || !isfinite(vv[i]) || !isfinite(ww[i]) ||
         (wt != 0 && !(isfinite(wt) && isfinite(vis[i].x) && isfinite(vis[i].y))))
       bad += 1;
