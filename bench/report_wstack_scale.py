@@ -14,6 +14,11 @@ ap.add_argument("--device", default="")
 ap.add_argument("reports", nargs="+")
 args = ap.parse_args()
 
+
+def ms(rs, key):
+    return ", ".join(f"{x[key] * 1e3:.0f}" for x in rs)
+
+
 rows = collections.defaultdict(list)
 for path in args.reports:
     r = json.load(open(path))
@@ -32,10 +37,6 @@ print(f"{datetime.date.today()}, commit {commit}, {args.device or 'GPU'}; `bench
 print("| visibilities | grid.wstack device ms | visibilities/s | updates/s | last upload to image, ms | "
       "first upload to image, ms (upload GB, ms) |")
 print("|---|---|---|---|---|---|")
-def ms(rs, key):
-    return ", ".join(f"{x[key] * 1e3:.0f}" for x in rs)
-
-
 for n in sorted(rows):
     rs = rows[n]
     best = min(x["stage"] for x in rs)
