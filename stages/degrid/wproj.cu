@@ -63,8 +63,8 @@ struct Args {
   const GridCoord* coords;  // placed blocks; null: place here
   const float *uu, *vv, *ww;
   const std::int32_t* support;
-  const std::int64_t* start;  // quarter_start (gather) or rows_start (the others)
-  const float2* kernels;      // quarter (gather) or rows (the others)
+  const std::int64_t* start;  // quarter_start (gather, uvflow nearest) or rows_start (the others)
+  const float2* kernels;      // quarter (gather, uvflow nearest: its ResidueTable is made from it) or rows
   const float2* grid;
   float2* out;
   double* work;  // [visibilities, updates]
@@ -253,7 +253,7 @@ using locality::span_u;
 // s, whose footprints' union is W x H cells from (u_lo - s, v_lo - s). The warp walks the union:
 // G lanes along a row (8, 16 or 32 by W), 32 / G rows at once, and per 32 rows stages in shared
 // memory where each member's kernel row starts for every row: an offset into a.kernels (for this
-// design the stack's rows layout with a run of zeros after it at `zero_row`, for the rows outside
+// design the locality::ResidueTable, whose run of zeros at `zero_row` is the row of every row outside
 // the member's footprint). A point then costs one grid load for all members, one shared-memory
 // read of the members' offsets (a broadcast of K ints) and per member one kernel load and 4 FMAs:
 // no branch and no index arithmetic but the column's between the loads. Lanes whose column is
@@ -261,7 +261,7 @@ using locality::span_u;
 // the end of the column pass.
 template <int K>
 __device__ void degrid_group(const Args& a, const GridCoord& mine, std::int32_t idx, const locality::Group& gr,
-                             int plane_start, int zero_row, int (*rowp)[kRowSlots], int4* memb) {
+                             int plane_start, int zero_row, int (*rowp)[kRowSlots], locality::Member* memb) {
   const int lane = threadIdx.x & (kWarp - 1), o = a.g.oversample, s = gr.s, L = 2 * s + 1;
   const int u_lo = gr.u_lo, v_lo = gr.v_lo, W = gr.W, H = gr.H;
   const std::int64_t N = a.g.grid_size;
@@ -283,7 +283,7 @@ __device__ void degrid_group(const Args& a, const GridCoord& mine, std::int32_t 
     const float2* gcol = a.grid + (v_lo - s) * N + (u_lo - s) + min(x, W - 1);
     int colofs[K];
 #pragma unroll
-    for (int m = 0; m < K; ++m) colofs[m] = min(max(x - memb[m].x, 0), L - 1);
+    for (int m = 0; m < K; ++m) colofs[m] = locality::table_column(memb[m], min(max(x - memb[m].du, 0), L - 1));
     float2 part[K];
 #pragma unroll
     for (int m = 0; m < K; ++m) part[m] = make_float2(0, 0);
@@ -307,7 +307,7 @@ __device__ void degrid_group(const Args& a, const GridCoord& mine, std::int32_t 
     // Which members' footprints hold this lane's column: the others' sums are of clamped reads.
 #pragma unroll
     for (int m = 0; m < K; ++m)
-      if (on && unsigned(x - memb[m].x) < unsigned(L)) {
+      if (on && unsigned(x - memb[m].du) < unsigned(L)) {
         acc[m].x += part[m].x;
         acc[m].y += part[m].y;
       }
@@ -326,7 +326,7 @@ __device__ void degrid_group(const Args& a, const GridCoord& mine, std::int32_t 
 template <int K, int kMax>
 __device__ void degrid_group_of(int n, const Args& a, const GridCoord& mine, std::int32_t idx,
                                 const locality::Group& gr, int plane_start, int zero_row, int (*rowp)[kRowSlots],
-                                int4* memb) {
+                                locality::Member* memb) {
   if constexpr (K <= kMax) {
     if (n == K)
       degrid_group<K>(a, mine, idx, gr, plane_start, zero_row, rowp, memb);
@@ -341,7 +341,7 @@ __global__ void __launch_bounds__(kWarp* locality::kWalkerWarps, 1)
     grouped_kernel(const Args a, const GridCoord* coords, const std::int32_t* order, int zero_row, int ranges,
                    const std::int64_t* range_start, unsigned long long* next) {
   __shared__ __align__(16) int rowp[locality::kWalkerWarps][kRowTile][kRowSlots];
-  __shared__ int4 memb[locality::kWalkerWarps][kGroup];
+  __shared__ locality::Member memb[locality::kWalkerWarps][kGroup];
   const int lane = threadIdx.x & (kWarp - 1), w = threadIdx.x / kWarp;
   double predicted = 0, updates = 0;
   locality::Claims claims(ranges);
@@ -559,7 +559,8 @@ class WprojDegridderCuda final : public DeclaredStage<decl> {
     degrid_inputs::check(*block, *g, *ks, "degrid.wproj (cuda)");
     check_on_device(g->cells, "the model grid");
     check_on_device(block->uu, "the visibilities");
-    const bool quarter = design_ == Design::gather;
+    // uvflow (nearest) makes its table from the quarter; linear_kernel reads the rows layout.
+    const bool quarter = design_ == Design::gather || (design_ == Design::uvflow && !linear_);
     const Array<std::int64_t>& start = quarter ? ks->quarter_start : ks->rows_start;
     const Array<cfloat>& table = quarter ? ks->quarter : ks->rows;
     if (start.size() != std::size_t(ks->planes) || table.empty())
@@ -640,7 +641,7 @@ class WprojDegridderCuda final : public DeclaredStage<decl> {
   // The locality order, then the walker.
   void grouped(const Args& a, const std::shared_ptr<const KernelStack>& stack, const device::Stream& stream) {
     auto s = static_cast<cudaStream_t>(stream.native());
-    Args at = a;  // the rows layout as the copy with its run of zeros
+    Args at = a;  // the kernels in residue order, with a run of zeros
     at.kernels = table_.of(stack, stream, "degrid.wproj (cuda)");
     locality::Order order;
     order.build({a.g, a.n, a.coords, a.uu, a.vv, a.ww, a.support}, *stack, walker_.ranges, stream, "degrid.wproj (cuda)");
@@ -734,7 +735,7 @@ class WprojDegridderCuda final : public DeclaredStage<decl> {
   int max_blocks_ = 1;
   locality::WalkerLaunch walker_;
   Array<double> work_;
-  locality::RowsTable table_;  // uvflow
+  locality::ResidueTable table_;  // uvflow
 };
 
 }  // namespace

@@ -44,7 +44,7 @@ inline const StageDecl<Params> decl{
                         "order, reading a grid cell only when the track moves onto it; needs raw blocks with "
                         "antenna1, antenna2 and non-decreasing time, so not uvw.w_sort's output, and assumes a "
                         "baseline moves little between dumps: it is correct in any case, only slower); uvflow, ours "
-                        "(rows layout; the block visited in (w-plane, Morton cell) order, sorted on the device, cut into "
+                        "(the quarter kernels with their rows in residue order, made on the device; the block visited in (w-plane, Morton cell) order, sorted on the device, cut into "
                         "ranges of equal work that a few SMs share so that kernel rows are reread from L1, and "
                         "up to 6 visibilities of one plane a few cells apart (with the others at their cells and sub-cell "
                         "offsets, which share their predictions) degridded together by a warp that loads "

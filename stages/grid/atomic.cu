@@ -143,9 +143,9 @@ using locality::kRowTile;
 
 struct GroupArgs {
   Args a;
-  const float2* rows;  // the rows layout with its run of zeros (locality::RowsTable)
+  const float2* table;  // the kernels in residue order with a run of zeros (locality::ResidueTable)
   int zero_row;
-  const std::int64_t* rows_start;
+  const std::int64_t* quarter_start;
   double* work;  // [visibilities, updates]: updates only (the host counts visibilities)
 };
 
@@ -158,7 +158,7 @@ struct GroupArgs {
 template <class Cell, int K, bool kBox>
 __device__ __forceinline__ void grid_group(const GroupArgs& ga, float2 value, float sign, unsigned members, int s,
                                            int u_lo, int v_lo, int W, int H, int (*rowp)[kRowSlots],
-                                           const int4* memb) {
+                                           const locality::Member* memb) {
   const Args& a = ga.a;
   const int lane = threadIdx.x & (kWarp - 1), o = a.g.oversample, L = 2 * s + 1;
   const std::int64_t N = a.g.grid_size;
@@ -182,8 +182,8 @@ __device__ __forceinline__ void grid_group(const GroupArgs& ga, float2 value, fl
     unsigned held = 0;  // the members whose footprint holds column x
 #pragma unroll
     for (int m = 0; m < K; ++m) {
-      colofs[m] = min(max(x - memb[m].x, 0), L - 1);
-      held |= unsigned(unsigned(x - memb[m].x) < unsigned(L)) << m;
+      colofs[m] = locality::table_column(memb[m], min(max(x - memb[m].du, 0), L - 1));
+      held |= unsigned(unsigned(x - memb[m].du) < unsigned(L)) << m;
     }
     for (int y0 = 0; y0 < H; y0 += kRowTile) {
       const int rows = min(kRowTile, H - y0);
@@ -195,7 +195,7 @@ __device__ __forceinline__ void grid_group(const GroupArgs& ga, float2 value, fl
 #pragma unroll
           for (int m = 0; m < K; ++m) {
             if (held >> m & 1) {
-              const float2 kv = __ldg(ga.rows + (rowp[yy][m] + colofs[m]));
+              const float2 kv = __ldg(ga.table + (rowp[yy][m] + colofs[m]));
               sx = fmaf(-vi[m], kv.y, fmaf(vr[m], kv.x, sx));
               sy = fmaf(vr[m], kv.y, fmaf(vi[m], kv.x, sy));
             }
@@ -212,7 +212,7 @@ __device__ __forceinline__ void grid_group(const GroupArgs& ga, float2 value, fl
 template <class Cell, int K, int kMax, bool kBox>
 __device__ __forceinline__ void grid_group_of(int n, const GroupArgs& ga, float2 value, float sign, unsigned members,
                                               int s, int u_lo, int v_lo, int W, int H, int (*rowp)[kRowSlots],
-                                              const int4* memb) {
+                                              const locality::Member* memb) {
   if constexpr (K <= kMax) {
     if (n == K)
       grid_group<Cell, K, kBox>(ga, value, sign, members, s, u_lo, v_lo, W, H, rowp, memb);
@@ -231,7 +231,7 @@ __global__ void __launch_bounds__(kWarp* locality::kWalkerWarps, 1)
     grouped_kernel(const GroupArgs ga, const GridCoord* coords, const std::int32_t* order, int ranges,
                    const std::int64_t* range_start, unsigned long long* next) {
   __shared__ __align__(16) int rowp[locality::kWalkerWarps][kRowTile][kRowSlots];
-  __shared__ int4 memb[locality::kWalkerWarps][kGroup];
+  __shared__ locality::Member memb[locality::kWalkerWarps][kGroup];
   const Args& a = ga.a;
   const int lane = threadIdx.x & (kWarp - 1), w = threadIdx.x / kWarp, o = a.g.oversample;
   double norm = 0, gridded = 0, skipped = 0, updates = 0;
@@ -265,7 +265,7 @@ __global__ void __launch_bounds__(kWarp* locality::kWalkerWarps, 1)
         const float x = __shfl_sync(kFull, value.x, d), y = __shfl_sync(kFull, value.y, d);
         if (gr.same >> d & 1) sum.x += x, sum.y += y;  // the lanes of d's key: only its leader's sum is used
       }
-      locality::stage_members(gr.leaders, mine, gr.u_lo, gr.v_lo, gr.s, o, int(ga.rows_start[gr.plane]), memb[w]);
+      locality::stage_members(gr.leaders, mine, gr.u_lo, gr.v_lo, gr.s, o, int(ga.quarter_start[gr.plane]), memb[w]);
       const float sign = __shfl_sync(kFull, mine.conj ? -1.0f : 1.0f, __ffs(gr.leaders) - 1);
       // Groups whose union reaches the central box (float sums only) take the path that sends
       // its cells to the double box; the others keep the plain loop.
@@ -382,7 +382,7 @@ class AtomicCuda final : public DeclaredStage<decl> {
       device::memset_zero(work_.data(), work_.bytes(), stream);
       ctx.add_work_on_device(work_);
     }
-    const GroupArgs ga{a, rows_.of(ks, stream, "grid.atomic (cuda)"), rows_.zero_row(), ks->rows_start.data(),
+    const GroupArgs ga{a, table_.of(ks, stream, "grid.atomic (cuda)"), table_.zero_row(), ks->quarter_start.data(),
                        work_.data()};
     const bool placed = block.placed() && block.grid_size == ks->geom.grid_size;
     locality::Order order;
@@ -398,7 +398,7 @@ class AtomicCuda final : public DeclaredStage<decl> {
   bool uvflow_ = false, double_sums_ = false;
   int max_blocks_ = 1;
   locality::WalkerLaunch walker_;
-  locality::RowsTable rows_;
+  locality::ResidueTable table_;
   Array<double> work_;
   Array<cdouble> box_;  // float sums: kBoxCopies copies of the central box_n_^2 cells' double sums, made at the first block
   int box_n_ = 0;

@@ -101,6 +101,17 @@ __global__ void work_ranges(std::int64_t n, int slots, const std::int32_t* suppo
   }
 }
 
+// ResidueTable: plane blockIdx.x's quarter with each row in residue order.
+__global__ void residue_rows(const float2* quarter, const std::int64_t* quarter_start, const std::int32_t* support,
+                             int o, float2* table) {
+  const int p = blockIdx.x, S = kernel_half_size(o, support[p]);
+  const std::int64_t start = quarter_start[p];
+  for (int i = threadIdx.x; i < S * S; i += blockDim.x) {
+    const int iy = i / S, ix = i % S;
+    table[start + std::int64_t(iy) * S + residue_column(ix, o, S)] = quarter[start + i];
+  }
+}
+
 unsigned helper_blocks(std::int64_t n) {
   static const int resident = device::resident_blocks(reinterpret_cast<const void*>(locality_keys), 256);
   return unsigned(std::max<std::int64_t>(1, std::min<std::int64_t>((n + 255) / 256, resident)));
@@ -162,23 +173,24 @@ void Order::release(const device::Stream& stream) {
                                &range_start_, &next_, &temp_});
 }
 
-const float2* RowsTable::of(const std::shared_ptr<const KernelStack>& stack, const device::Stream& stream,
+const float2* ResidueTable::of(const std::shared_ptr<const KernelStack>& stack, const device::Stream& stream,
                             const char* stage) {
   const KernelStack& ks = *stack;
   if (of_ != stack) {
-    if (ks.rows_start.size() != std::size_t(ks.planes) || ks.rows.empty())
-      throw InputError(std::string(stage) + ": the kernel stack has no rows layout: set kernels.wproj's layouts to "
-                       "rows or all");
-    const std::size_t values = ks.rows.size() + std::size_t(2 * ks.max_support + 1);
+    const std::size_t zeros = std::size_t(kernel_half_size(ks.oversample, ks.max_support)),
+                      values = ks.quarter.size() + zeros;
     if (values > std::size_t(INT_MAX))
-      throw InputError(std::string(stage) + ": the kernel stack's rows layout has " + std::to_string(ks.rows.size()) +
-                       " values, more than variant uvflow addresses (2^31); use fewer w-planes or oversample less");
+      throw InputError(std::string(stage) + ": the kernel stack has " + std::to_string(ks.quarter.size()) +
+                       " kernel values, more than variant uvflow addresses (2^31); use fewer w-planes or oversample less");
     if (!table_.empty()) keep_until(stream.record(), {&table_});  // kernels queued may still read it
     table_ = Array<cfloat>::device(values, stream);
-    device::copy(table_.data(), ks.rows.data(), ks.rows.bytes(), device::Copy::device_to_device, stream);
-    device::memset_zero(table_.data() + ks.rows.size(), (values - ks.rows.size()) * sizeof(cfloat), stream);
+    residue_rows<<<unsigned(ks.planes), 256, 0, static_cast<cudaStream_t>(stream.native())>>>(
+        reinterpret_cast<const float2*>(ks.quarter.data()), ks.quarter_start.data(), ks.support.data(), ks.oversample,
+        reinterpret_cast<float2*>(table_.data()));
+    device::check_launch("locality order: residue_rows");
+    device::memset_zero(table_.data() + ks.quarter.size(), zeros * sizeof(cfloat), stream);
     of_ = stack;
-    zero_row_ = int(ks.rows.size());
+    zero_row_ = int(ks.quarter.size());
   }
   return reinterpret_cast<const float2*>(table_.data());
 }

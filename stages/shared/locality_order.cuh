@@ -81,13 +81,16 @@ class Order {
   Array<std::uint8_t> temp_;
 };
 
-// The stack's rows layout with a run of zeros after it, in one array that 32-bit offsets reach:
-// what a warp stages per union row and member is then 4 bytes, a row's offsets one shared read,
-// and zero_row() (the run's start) the row of every row outside a member's footprint. Copied once
-// per stack, which is held so that another stack cannot take its address and be mistaken for it.
-class RowsTable {
+// The table the walkers read kernel values from: each plane's quarter (same offsets, S x S), every
+// row in residue order (the columns ix = c mod o together, ascending in ix, c = 0 .. o-1), so that a
+// footprint row of any sub-cell offset is two unit-stride runs (k below and above the centre) and a
+// plane takes S^2 values instead of the rows layout's (o + 1) S (2s + 1), 2.5 times fewer, which
+// keeps more planes' rows in L1. A run of zeros (one row of the widest plane) follows, the row of
+// every row outside a member's footprint. Made on the device from the stack's quarter once per
+// stack, which is held so that another stack cannot take its address and be mistaken for it.
+class ResidueTable {
  public:
-  // Throws InputError (naming `stage`) when the layout is missing or too large for 32-bit offsets.
+  // Throws InputError (naming `stage`) when the table is too large for 32-bit offsets.
   const float2* of(const std::shared_ptr<const KernelStack>& stack, const device::Stream& stream, const char* stage);
   int zero_row() const { return zero_row_; }
 
@@ -96,6 +99,13 @@ class RowsTable {
   std::shared_ptr<const KernelStack> of_;
   int zero_row_ = 0;
 };
+
+// Column ix of a row of S values (o per cell) in residue order: residue c = ix mod o starts at
+// c q + min(c, r) (q, r = S div o, S mod o: the first r residues hold q + 1 values).
+__host__ __device__ inline int residue_column(int ix, int o, int S) {
+  const int c = ix % o, q = S / o, r = S % o;
+  return c * q + min(c, r) + ix / o;
+}
 
 // How many walker blocks fill the device once (one per SM at kWalkerWarps warps, as much L1 as
 // the block's shared memory leaves, since kernel rows are reread from it) and the ranges for them.
@@ -195,18 +205,32 @@ __device__ __forceinline__ Group next_group(unsigned& pending, const GridCoord& 
   return {members, leaders, same, s, lead.plane, u_lo, v_lo, u_hi - u_lo + L, v_hi - v_lo + L};
 }
 
-// Member `rank` of a group (each member lane passes its own entry `mine`), staged in shared memory
-// for the walk of the union of footprints from (u_lo - s, v_lo - s): x: its offset du in the
-// union, y: dv, z: a_row, with which union row y (footprint row y - dv) reads table row
-// |a_row + y o|, w: the start of its kernel runs in the rows layout (plane_start + its off_u's run).
+// A member of a group as its warp stages it in shared memory for the walk of the union of
+// footprints from (u_lo - s, v_lo - s): its cell's offset (du, dv) in the union; union row y reads
+// table row |a_row + y o| (clamped to S - 1) of the plane's table at `base`; footprint column c
+// (0 .. 2s) holds sub-cell column ix = |off_u + (c - s) o|, which is table column up + c for c >=
+// split and down - c below (residue_column: ix grows by o with c on one side of the centre and
+// falls on the other).
+struct alignas(16) Member {
+  int du, dv, a_row, base;
+  int split, up, down, unused;
+};
+__device__ __forceinline__ int table_column(const Member& m, int c) { return c >= m.split ? m.up + c : m.down - c; }
+
+// Member `rank` of a group (each member lane passes its own entry `mine`), staged in shared memory;
+// plane_start: where the group's plane starts in the ResidueTable.
 __device__ __forceinline__ void stage_members(unsigned members, const GridCoord& mine, int u_lo, int v_lo, int s,
-                                              int o, int plane_start, int4* memb) {
-  const int lane = threadIdx.x & (kWarp - 1), L = 2 * s + 1, S = kernel_half_size(o, s);
+                                              int o, int plane_start, Member* memb) {
+  const int lane = threadIdx.x & (kWarp - 1), S = kernel_half_size(o, s), q = S / o, r = S % o;
   __syncwarp();  // the previous group's readers are done
   if (members >> lane & 1) {
-    const int du = mine.u - u_lo, dv = mine.v - v_lo;
+    const int du = mine.u - u_lo, dv = mine.v - v_lo, off = mine.off_u;
+    // off_u in [-o/2, o/2]: ix = off_u + k o for k >= (off_u < 0), residue cp, index k - (off_u < 0);
+    // ix = -off_u - k o below, residue cm, index -k - (off_u > 0).
+    const int cp = off >= 0 ? off : off + o, cm = off <= 0 ? -off : o - off;
     memb[__popc(members & ((1u << lane) - 1))] =
-        make_int4(du, dv, mine.off_v - (dv + s) * o, plane_start + (mine.off_u + o / 2) * S * L);
+        Member{du, dv, mine.off_v - (dv + s) * o, plane_start, s + (off < 0),
+               cp * q + min(cp, r) - (off < 0) - s, cm * q + min(cm, r) - (off > 0) + s, 0};
   }
   __syncwarp();
 }
@@ -215,7 +239,7 @@ __device__ __forceinline__ void stage_members(unsigned members, const GridCoord&
 // starts (an offset into the table; `zero_row`, a run of zeros, for rows outside its footprint),
 // so that a point's K offsets are one broadcast shared read.
 template <int K, int kSlots>
-__device__ __forceinline__ void stage_rows(const int4* memb, int s, int o, int zero_row, int y0, int rows,
+__device__ __forceinline__ void stage_rows(const Member* memb, int s, int o, int zero_row, int y0, int rows,
                                            int (*rowp)[kSlots]) {
   const int lane = threadIdx.x & (kWarp - 1), L = 2 * s + 1, S = kernel_half_size(o, s);
   __syncwarp();  // the previous tile's readers are done
@@ -223,8 +247,8 @@ __device__ __forceinline__ void stage_rows(const int4* memb, int s, int o, int z
     const int y = y0 + lane;
 #pragma unroll
     for (int m = 0; m < K; ++m) {
-      const int4 p = memb[m];
-      rowp[lane][m] = unsigned(y - p.y) < unsigned(L) ? p.w + min(abs(p.z + y * o), S - 1) * L : zero_row;
+      const Member& p = memb[m];
+      rowp[lane][m] = unsigned(y - p.dv) < unsigned(L) ? p.base + min(abs(p.a_row + y * o), S - 1) * S : zero_row;
     }
   }
   __syncwarp();
