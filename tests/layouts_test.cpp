@@ -1,11 +1,14 @@
 // Derived kernel layouts against the compacted quarter kernels they are built from: the rows
-// layout (cpu tiled gridder), OERC and NAG (cuda tiled gridders), for random stacks and every
-// (plane, off_u, iy, k) a gridder reads; and a stack made from external kernels through the public
-// builder (runtime/payloads/kernel_stack_builder.hpp) against kernels.wproj's own.
+// layout (cpu tiled gridder), OERC and NAG (cuda tiled gridders) and the residue order (the uvflow
+// walkers), for random stacks and every (plane, off_u, iy, k) a gridder reads; and a stack made
+// from external kernels through the public builder (runtime/payloads/kernel_stack_builder.hpp)
+// against kernels.wproj's own.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <random>
 #include <set>
+#include <vector>
 
 #include "runtime/harness.hpp"
 #include "runtime/payloads/kernel_stack_builder.hpp"
@@ -49,6 +52,47 @@ TEST(KernelLayouts, EveryLayoutHoldsTheQuarterValueAGridderAsksFor) {
               for (int k = -s; k < s; ++k) EXPECT_EQ(std::abs(nag_column(s, o, ou, k + 1) - nag_column(s, o, ou, k)), 1);
             }
           }
+      }
+    }
+  }
+}
+
+// The uvflow walkers' residue order (locality::ResidueTable, made on the device from the quarter):
+// each row a permutation of the quarter's row, and every footprint row of every sub-cell offset two
+// unit-stride runs whose columns hold the value a gridder asks for, also for oversamplings that
+// are not powers of two.
+TEST(KernelLayouts, ResidueOrderHoldsEveryFootprintRowAsTwoRuns) {
+  for (std::uint64_t seed : {std::uint64_t(6), std::uint64_t(std::random_device{}())}) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    for (int o : {2, 4, 6, 8, 10, 16}) {
+      auto ks = test::random_kernel_stack(rng, 7, 9, o, 64);
+      for (int p = 0; p < ks->planes; ++p) {
+        const int s = ks->support[p], S = ks->half_size(p);
+        const cfloat* q = ks->quarter.data() + ks->quarter_start[p];
+        for (int iy = 0; iy < S; ++iy) {
+          std::vector<cfloat> row(S);
+          std::set<int> columns;
+          for (int ix = 0; ix < S; ++ix) {
+            const int c = residue_column(ix, o, S);
+            ASSERT_GE(c, 0);
+            ASSERT_LT(c, S);
+            columns.insert(c);
+            row[c] = q[std::int64_t(iy) * S + ix];
+          }
+          ASSERT_EQ(int(columns.size()), S) << "o " << o << " S " << S;
+          for (int ou = -o / 2; ou <= o / 2; ++ou) {
+            const ResidueRun run = residue_run(s, o, ou);
+            for (int j = 0; j <= 2 * s; ++j) {
+              const int ix = std::abs(ou + (j - s) * o), c = residue_run_column(run, j);
+              ASSERT_EQ(c, residue_column(ix, o, S)) << "o " << o << " s " << s << " off_u " << ou << " j " << j;
+              ASSERT_EQ(row[c], q[std::int64_t(iy) * S + ix]);
+              if (j > 0 && (j - 1 >= run.split) == (j >= run.split)) {  // within one run
+                EXPECT_EQ(std::abs(c - residue_run_column(run, j - 1)), 1) << "o " << o << " off_u " << ou << " j " << j;
+              }
+            }
+          }
+        }
       }
     }
   }

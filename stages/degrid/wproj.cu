@@ -283,7 +283,7 @@ __device__ void degrid_group(const Args& a, const GridCoord& mine, std::int32_t 
     const float2* gcol = a.grid + (v_lo - s) * N + (u_lo - s) + min(x, W - 1);
     int colofs[K];
 #pragma unroll
-    for (int m = 0; m < K; ++m) colofs[m] = locality::table_column(memb[m], min(max(x - memb[m].du, 0), L - 1));
+    for (int m = 0; m < K; ++m) colofs[m] = residue_run_column(memb[m].cols, min(max(x - memb[m].du, 0), L - 1));
     float2 part[K];
 #pragma unroll
     for (int m = 0; m < K; ++m) part[m] = make_float2(0, 0);

@@ -182,7 +182,7 @@ __device__ __forceinline__ void grid_group(const GroupArgs& ga, float2 value, fl
     unsigned held = 0;  // the members whose footprint holds column x
 #pragma unroll
     for (int m = 0; m < K; ++m) {
-      colofs[m] = locality::table_column(memb[m], min(max(x - memb[m].du, 0), L - 1));
+      colofs[m] = residue_run_column(memb[m].cols, min(max(x - memb[m].du, 0), L - 1));
       held |= unsigned(unsigned(x - memb[m].du) < unsigned(L)) << m;
     }
     for (int y0 = 0; y0 < H; y0 += kRowTile) {

@@ -28,6 +28,7 @@
 #include "runtime/buffer.hpp"
 #include "runtime/cuda_check.hpp"
 #include "runtime/device.hpp"
+#include "runtime/payloads/kernel_stack_builder.hpp"
 #include "runtime/payloads/kernels.hpp"
 #include "stages/shared/placement.hpp"
 
@@ -99,13 +100,6 @@ class ResidueTable {
   std::shared_ptr<const KernelStack> of_;
   int zero_row_ = 0;
 };
-
-// Column ix of a row of S values (o per cell) in residue order: residue c = ix mod o starts at
-// c q + min(c, r) (q, r = S div o, S mod o: the first r residues hold q + 1 values).
-__host__ __device__ inline int residue_column(int ix, int o, int S) {
-  const int c = ix % o, q = S / o, r = S % o;
-  return c * q + min(c, r) + ix / o;
-}
 
 // How many walker blocks fill the device once (one per SM at kWalkerWarps warps, as much L1 as
 // the block's shared memory leaves, since kernel rows are reread from it) and the ranges for them.
@@ -207,30 +201,23 @@ __device__ __forceinline__ Group next_group(unsigned& pending, const GridCoord& 
 
 // A member of a group as its warp stages it in shared memory for the walk of the union of
 // footprints from (u_lo - s, v_lo - s): its cell's offset (du, dv) in the union; union row y reads
-// table row |a_row + y o| (clamped to S - 1) of the plane's table at `base`; footprint column c
-// (0 .. 2s) holds sub-cell column ix = |off_u + (c - s) o|, which is table column up + c for c >=
-// split and down - c below (residue_column: ix grows by o with c on one side of the centre and
-// falls on the other).
+// table row |a_row + y o| (clamped to S - 1) of the plane's table at `base`, and footprint column j
+// its column residue_run_column(cols, j).
 struct alignas(16) Member {
   int du, dv, a_row, base;
-  int split, up, down, unused;
+  ResidueRun cols;
 };
-__device__ __forceinline__ int table_column(const Member& m, int c) { return c >= m.split ? m.up + c : m.down - c; }
 
 // Member `rank` of a group (each member lane passes its own entry `mine`), staged in shared memory;
 // plane_start: where the group's plane starts in the ResidueTable.
 __device__ __forceinline__ void stage_members(unsigned members, const GridCoord& mine, int u_lo, int v_lo, int s,
                                               int o, int plane_start, Member* memb) {
-  const int lane = threadIdx.x & (kWarp - 1), S = kernel_half_size(o, s), q = S / o, r = S % o;
+  const int lane = threadIdx.x & (kWarp - 1);
   __syncwarp();  // the previous group's readers are done
   if (members >> lane & 1) {
-    const int du = mine.u - u_lo, dv = mine.v - v_lo, off = mine.off_u;
-    // off_u in [-o/2, o/2]: ix = off_u + k o for k >= (off_u < 0), residue cp, index k - (off_u < 0);
-    // ix = -off_u - k o below, residue cm, index -k - (off_u > 0).
-    const int cp = off >= 0 ? off : off + o, cm = off <= 0 ? -off : o - off;
+    const int du = mine.u - u_lo, dv = mine.v - v_lo;
     memb[__popc(members & ((1u << lane) - 1))] =
-        Member{du, dv, mine.off_v - (dv + s) * o, plane_start, s + (off < 0),
-               cp * q + min(cp, r) - (off < 0) - s, cm * q + min(cm, r) - (off > 0) + s, 0};
+        Member{du, dv, mine.off_v - (dv + s) * o, plane_start, residue_run(s, o, mine.off_u)};
   }
   __syncwarp();
 }
