@@ -63,7 +63,7 @@ struct Args {
   const GridCoord* coords;  // placed blocks; null: place here
   const float *uu, *vv, *ww;
   const std::int32_t* support;
-  const std::int64_t* start;  // quarter_start (gather, uvflow nearest) or rows_start (the others)
+  const std::int64_t* start;  // quarter_start (gather) or rows_start (the others but uvflow nearest: its table's)
   const float2* kernels;      // quarter (gather, uvflow nearest: its ResidueTable is made from it) or rows
   const float2* grid;
   float2* out;
@@ -253,16 +253,15 @@ using locality::span_u;
 // s, whose footprints' union is W x H cells from (u_lo - s, v_lo - s). The warp walks the union:
 // G lanes along a row (8, 16 or 32 by W), 32 / G rows at once, and per 32 rows stages in shared
 // memory where each member's kernel row starts for every row: an offset into a.kernels (for this
-// design the locality::ResidueTable, whose run of zeros at `zero_row` is the row of every row outside
-// the member's footprint). A point then costs one grid load for all members, one shared-memory
-// read of the members' offsets (a broadcast of K ints) and per member one kernel load and 4 FMAs:
-// no branch and no index arithmetic but the column's between the loads. Lanes whose column is
-// outside a member's footprint read a clamped column and drop that member's column sum (`part`) at
-// the end of the column pass.
+// design the locality::ResidueTable, whose zero row is the row of every row outside the member's
+// footprint, and whose rows' zero column the column of every column outside it). A point then costs
+// one grid load for all members, one shared-memory read of the members' offsets (a broadcast of K
+// ints) and per member one kernel load and 4 FMAs: no branch, no test and no index arithmetic but
+// the column's between the loads.
 template <int K>
 __device__ void degrid_group(const Args& a, const GridCoord& mine, std::int32_t idx, const locality::Group& gr,
-                             int plane_start, int zero_row, int (*rowp)[kRowSlots], locality::Member* memb) {
-  const int lane = threadIdx.x & (kWarp - 1), o = a.g.oversample, s = gr.s, L = 2 * s + 1;
+                             int plane_start, int (*rowp)[kRowSlots], locality::Member* memb) {
+  const int lane = threadIdx.x & (kWarp - 1), o = a.g.oversample, s = gr.s, L = 2 * s + 1, S = kernel_half_size(o, s);
   const int u_lo = gr.u_lo, v_lo = gr.v_lo, W = gr.W, H = gr.H;
   const std::int64_t N = a.g.grid_size;
   const int G = W <= 8 ? 8 : (W <= 16 ? 16 : kWarp), R = kWarp / G;
@@ -283,34 +282,27 @@ __device__ void degrid_group(const Args& a, const GridCoord& mine, std::int32_t 
     const float2* gcol = a.grid + (v_lo - s) * N + (u_lo - s) + min(x, W - 1);
     int colofs[K];
 #pragma unroll
-    for (int m = 0; m < K; ++m) colofs[m] = residue_run_column(memb[m].cols, min(max(x - memb[m].du, 0), L - 1));
-    float2 part[K];
-#pragma unroll
-    for (int m = 0; m < K; ++m) part[m] = make_float2(0, 0);
+    for (int m = 0; m < K; ++m)
+      colofs[m] = unsigned(x - memb[m].du) < unsigned(L) ? residue_run_column(memb[m].cols, x - memb[m].du) : S;
     for (int y0 = 0; y0 < H; y0 += kRowTile) {
       const int rows = min(kRowTile, H - y0);
-      locality::stage_rows<K>(memb, s, o, zero_row, y0, rows, rowp);
+      locality::stage_rows<K>(memb, s, o, locality::ResidueTable::zero_row, y0, rows, rowp);
       if (on) {
 #pragma unroll(K <= 2 ? 4 : (K <= 4 ? 2 : 1))
         for (int yy = row; yy < rows; yy += R) {
           const float2 g = __ldg(gcol + (y0 + yy) * N);
           const float gs = group_sign * g.y, gn = -group_sign * g.x;
+          int rp[(K + 3) / 4 * 4];
+          locality::read_row<K>(rowp[yy], rp);
 #pragma unroll
           for (int m = 0; m < K; ++m) {
-            const float2 kv = __ldg(a.kernels + (rowp[yy][m] + colofs[m]));
-            part[m].x = fmaf(gs, kv.y, fmaf(g.x, kv.x, part[m].x));
-            part[m].y = fmaf(gn, kv.y, fmaf(g.y, kv.x, part[m].y));
+            const float2 kv = __ldg(a.kernels + (rp[m] + colofs[m]));
+            acc[m].x = fmaf(gs, kv.y, fmaf(g.x, kv.x, acc[m].x));
+            acc[m].y = fmaf(gn, kv.y, fmaf(g.y, kv.x, acc[m].y));
           }
         }
       }
     }
-    // Which members' footprints hold this lane's column: the others' sums are of clamped reads.
-#pragma unroll
-    for (int m = 0; m < K; ++m)
-      if (on && unsigned(x - memb[m].du) < unsigned(L)) {
-        acc[m].x += part[m].x;
-        acc[m].y += part[m].y;
-      }
   }
 #pragma unroll
   for (int m = 0; m < K; ++m) {
@@ -325,21 +317,21 @@ __device__ void degrid_group(const Args& a, const GridCoord& mine, std::int32_t 
 
 template <int K, int kMax>
 __device__ void degrid_group_of(int n, const Args& a, const GridCoord& mine, std::int32_t idx,
-                                const locality::Group& gr, int plane_start, int zero_row, int (*rowp)[kRowSlots],
+                                const locality::Group& gr, int plane_start, int (*rowp)[kRowSlots],
                                 locality::Member* memb) {
   if constexpr (K <= kMax) {
     if (n == K)
-      degrid_group<K>(a, mine, idx, gr, plane_start, zero_row, rowp, memb);
+      degrid_group<K>(a, mine, idx, gr, plane_start, rowp, memb);
     else
-      degrid_group_of<K + 1, kMax>(n, a, mine, idx, gr, plane_start, zero_row, rowp, memb);
+      degrid_group_of<K + 1, kMax>(n, a, mine, idx, gr, plane_start, rowp, memb);
   }
 }
 
 // The walker: the warp's claims on the order, each lane one entry (those off the grid predict 0),
 // then the entries by group.
 __global__ void __launch_bounds__(kWarp* locality::kWalkerWarps, 1)
-    grouped_kernel(const Args a, const GridCoord* coords, const std::int32_t* order, int zero_row, int ranges,
-                   const std::int64_t* range_start, unsigned long long* next) {
+    grouped_kernel(const Args a, const std::int32_t* table_start, const GridCoord* coords, const std::int32_t* order,
+                   int ranges, const std::int64_t* range_start, unsigned long long* next) {
   __shared__ __align__(16) int rowp[locality::kWalkerWarps][kRowTile][kRowSlots];
   __shared__ locality::Member memb[locality::kWalkerWarps][kGroup];
   const int lane = threadIdx.x & (kWarp - 1), w = threadIdx.x / kWarp;
@@ -362,8 +354,7 @@ __global__ void __launch_bounds__(kWarp* locality::kWalkerWarps, 1)
     unsigned pending = __ballot_sync(kFull, mine.plane >= 0);
     while (pending) {
       const locality::Group gr = locality::next_group<kGroup, kSpanV>(pending, mine);
-      degrid_group_of<1, kGroup>(__popc(gr.leaders), a, mine, idx, gr, int(a.start[gr.plane]), zero_row, rowp[w],
-                                 memb[w]);
+      degrid_group_of<1, kGroup>(__popc(gr.leaders), a, mine, idx, gr, table_start[gr.plane], rowp[w], memb[w]);
     }
   }
   add_work(a, predicted, updates);
@@ -641,12 +632,13 @@ class WprojDegridderCuda final : public DeclaredStage<decl> {
   // The locality order, then the walker.
   void grouped(const Args& a, const std::shared_ptr<const KernelStack>& stack, const device::Stream& stream) {
     auto s = static_cast<cudaStream_t>(stream.native());
-    Args at = a;  // the kernels in residue order, with a run of zeros
-    at.kernels = table_.of(stack, stream, "degrid.wproj (cuda)");
+    Args at = a;  // the kernels in residue order, with zeros
+    const locality::ResidueTable::View table = table_.of(stack, stream, "degrid.wproj (cuda)");
+    at.kernels = table.values;
     locality::Order order;
     order.build({a.g, a.n, a.coords, a.uu, a.vv, a.ww, a.support}, *stack, walker_.ranges, stream, "degrid.wproj (cuda)");
     grouped_kernel<<<unsigned(walker_.blocks), kWarp * locality::kWalkerWarps, 0, s>>>(
-        at, order.coords(), order.order(), table_.zero_row(), order.ranges(), order.range_start(), order.next());
+        at, table.start, order.coords(), order.order(), order.ranges(), order.range_start(), order.next());
     device::check_launch("degrid.wproj: grouped_kernel");
     order.release(stream);
   }

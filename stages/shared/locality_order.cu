@@ -101,14 +101,27 @@ __global__ void work_ranges(std::int64_t n, int slots, const std::int32_t* suppo
   }
 }
 
-// ResidueTable: plane blockIdx.x's quarter with each row in residue order.
+// ResidueTable: plane blockIdx.x's quarter with each row in residue order and a zero after it.
 __global__ void residue_rows(const float2* quarter, const std::int64_t* quarter_start, const std::int32_t* support,
-                             int o, float2* table) {
-  const int p = blockIdx.x, S = kernel_half_size(o, support[p]);
-  const std::int64_t start = quarter_start[p];
-  for (int i = threadIdx.x; i < S * S; i += blockDim.x) {
-    const int iy = i / S, ix = i % S;
-    table[start + std::int64_t(iy) * S + residue_column(ix, o, S)] = quarter[start + i];
+                             const std::int32_t* table_start, int o, float2* table) {
+  const int p = blockIdx.x, S = kernel_half_size(o, support[p]), stride = residue_stride(S);
+  const std::int64_t from = quarter_start[p], to = table_start[p];
+  for (int i = threadIdx.x; i < S * stride; i += blockDim.x) {
+    const int iy = i / stride, ix = i % stride;
+    table[to + std::int64_t(iy) * stride + (ix < S ? residue_column(ix, o, S) : S)] =
+        ix < S ? quarter[from + std::int64_t(iy) * S + ix] : float2{0, 0};
+  }
+}
+
+// Where each plane starts: after the zero row, the planes' S (S + 1) values in turn (a few
+// hundred planes: one thread).
+__global__ void residue_starts(const std::int32_t* support, int planes, int o, int zero_row_size,
+                               std::int32_t* start) {
+  std::int32_t at = zero_row_size;
+  for (int p = 0; p < planes; ++p) {
+    const int S = kernel_half_size(o, support[p]);
+    start[p] = at;
+    at += S * residue_stride(S);
   }
 }
 
@@ -173,26 +186,32 @@ void Order::release(const device::Stream& stream) {
                                &range_start_, &next_, &temp_});
 }
 
-const float2* ResidueTable::of(const std::shared_ptr<const KernelStack>& stack, const device::Stream& stream,
-                            const char* stage) {
+ResidueTable::View ResidueTable::of(const std::shared_ptr<const KernelStack>& stack, const device::Stream& stream,
+                                   const char* stage) {
   const KernelStack& ks = *stack;
   if (of_ != stack) {
-    const std::size_t zeros = std::size_t(kernel_half_size(ks.oversample, ks.max_support)),
-                      values = ks.quarter.size() + zeros;
+    // The planes' rows grow by one value each; the support is on the device, so the table takes
+    // the bound of S_max per plane for them (at most planes x S_max values more than it fills).
+    const std::size_t S_max = std::size_t(kernel_half_size(ks.oversample, ks.max_support)),
+                      zeros = residue_stride(int(S_max)),
+                      values = zeros + ks.quarter.size() + std::size_t(ks.planes) * S_max;
     if (values > std::size_t(INT_MAX))
       throw InputError(std::string(stage) + ": the kernel stack has " + std::to_string(ks.quarter.size()) +
                        " kernel values, more than variant uvflow addresses (2^31); use fewer w-planes or oversample less");
-    if (!table_.empty()) keep_until(stream.record(), {&table_});  // kernels queued may still read it
+    if (!table_.empty()) keep_until(stream.record(), {&table_, &start_});  // kernels queued may still read them
     table_ = Array<cfloat>::device(values, stream);
-    residue_rows<<<unsigned(ks.planes), 256, 0, static_cast<cudaStream_t>(stream.native())>>>(
-        reinterpret_cast<const float2*>(ks.quarter.data()), ks.quarter_start.data(), ks.support.data(), ks.oversample,
-        reinterpret_cast<float2*>(table_.data()));
+    start_ = Array<std::int32_t>::device(std::size_t(ks.planes), stream);
+    const auto s = static_cast<cudaStream_t>(stream.native());
+    device::memset_zero(table_.data(), zeros * sizeof(cfloat), stream);
+    residue_starts<<<1, 1, 0, s>>>(ks.support.data(), ks.planes, ks.oversample, int(zeros), start_.data());
+    device::check_launch("locality order: residue_starts");
+    residue_rows<<<unsigned(ks.planes), 256, 0, s>>>(reinterpret_cast<const float2*>(ks.quarter.data()),
+                                                     ks.quarter_start.data(), ks.support.data(), start_.data(),
+                                                     ks.oversample, reinterpret_cast<float2*>(table_.data()));
     device::check_launch("locality order: residue_rows");
-    device::memset_zero(table_.data() + ks.quarter.size(), zeros * sizeof(cfloat), stream);
     of_ = stack;
-    zero_row_ = int(ks.quarter.size());
   }
-  return reinterpret_cast<const float2*>(table_.data());
+  return {reinterpret_cast<const float2*>(table_.data()), start_.data()};
 }
 
 WalkerLaunch walker_launch(const void* kernel) {

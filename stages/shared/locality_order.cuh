@@ -82,23 +82,30 @@ class Order {
   Array<std::uint8_t> temp_;
 };
 
-// The table the walkers read kernel values from: each plane's quarter (same offsets, S x S), every
-// row in residue order (the columns ix = c mod o together, ascending in ix, c = 0 .. o-1), so that a
-// footprint row of any sub-cell offset is two unit-stride runs (k below and above the centre) and a
-// plane takes S^2 values instead of the rows layout's (o + 1) S (2s + 1), 2.5 times fewer, which
-// keeps more planes' rows in L1. A run of zeros (one row of the widest plane) follows, the row of
-// every row outside a member's footprint. Made on the device from the stack's quarter once per
-// stack, which is held so that another stack cannot take its address and be mistaken for it.
+// The table the walkers read kernel values from: each plane's quarter (S x S), every row in residue
+// order (the columns ix = c mod o together, ascending in ix, c = 0 .. o-1), so that a footprint row
+// of any sub-cell offset is two unit-stride runs (k below and above the centre) and a plane takes
+// S (S + 1) values instead of the rows layout's (o + 1) S (2s + 1), 2.5 times fewer, which keeps more
+// planes' rows in L1. Each row ends in a zero (column S, `residue_stride`), the value of a column
+// outside a member's footprint in any of its rows, so the walkers' point loops need no test per
+// member; a run of zeros at the start (one row of the widest plane) is the row of every row outside
+// a member's footprint. Made on the device from the stack's quarter once per stack, which is held so
+// that another stack cannot take its address and be mistaken for it.
+__host__ __device__ constexpr int residue_stride(int S) { return S + 1; }
 class ResidueTable {
  public:
+  struct View {
+    const float2* values;
+    const std::int32_t* start;  // where plane p's rows start in `values` (the zero row at 0)
+  };
   // Throws InputError (naming `stage`) when the table is too large for 32-bit offsets.
-  const float2* of(const std::shared_ptr<const KernelStack>& stack, const device::Stream& stream, const char* stage);
-  int zero_row() const { return zero_row_; }
+  View of(const std::shared_ptr<const KernelStack>& stack, const device::Stream& stream, const char* stage);
+  static constexpr int zero_row = 0;
 
  private:
   Array<cfloat> table_;
+  Array<std::int32_t> start_;
   std::shared_ptr<const KernelStack> of_;
-  int zero_row_ = 0;
 };
 
 // How many walker blocks fill the device once (one per SM at kWalkerWarps warps, as much L1 as
@@ -235,10 +242,23 @@ __device__ __forceinline__ void stage_rows(const Member* memb, int s, int o, int
 #pragma unroll
     for (int m = 0; m < K; ++m) {
       const Member& p = memb[m];
-      rowp[lane][m] = unsigned(y - p.dv) < unsigned(L) ? p.base + min(abs(p.a_row + y * o), S - 1) * S : zero_row;
+      rowp[lane][m] =
+          unsigned(y - p.dv) < unsigned(L) ? p.base + min(abs(p.a_row + y * o), S - 1) * residue_stride(S) : zero_row;
     }
   }
   __syncwarp();
+}
+
+// Union row yy's staged offsets (stage_rows) for K members, read 16 bytes at a time (the compiler
+// reads them one int at a time otherwise: 8 shared loads per point instead of 2 for K = 8).
+template <int K, int kSlots>
+__device__ __forceinline__ void read_row(const int (&staged)[kSlots], int (&rp)[(K + 3) / 4 * 4]) {
+  static_assert(kSlots % 4 == 0 && K <= kSlots);
+#pragma unroll
+  for (int q = 0; q < (K + 3) / 4; ++q) {
+    const int4 r4 = *reinterpret_cast<const int4*>(&staged[4 * q]);
+    rp[4 * q] = r4.x, rp[4 * q + 1] = r4.y, rp[4 * q + 2] = r4.z, rp[4 * q + 3] = r4.w;
+  }
 }
 
 }  // namespace uvflow::locality
