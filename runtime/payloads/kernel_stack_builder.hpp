@@ -65,10 +65,11 @@ UVFLOW_HD inline int nag_column(int s, int o, int off_u, int k) {
 // Residue order (the uvflow walkers' table, locality::ResidueTable): a row of a plane's quarter (S
 // values) with the columns ix of one residue c = ix mod o together, ascending; residue c starts at
 // c q + min(c, r), q = S / o, r = S % o (the first r residues hold q + 1 values).
-UVFLOW_HD inline int residue_column(int ix, int o, int S) {
-  const int c = ix % o, q = S / o, r = S % o;
-  return c * q + (c < r ? c : r) + ix / o;
+UVFLOW_HD inline int residue_start(int c, int o, int S) {
+  const int q = S / o, r = S % o;
+  return c * q + (c < r ? c : r);
 }
+UVFLOW_HD inline int residue_column(int ix, int o, int S) { return residue_start(ix % o, o, S) + ix / o; }
 
 // A footprint row in residue order: footprint column j (0 .. 2s, k = j - s) of a visibility at
 // sub-cell offset off_u (in [-o/2, o/2]) reads ix = |off_u + k o|, which grows by o per column
@@ -78,9 +79,9 @@ struct ResidueRun {
   int split, up, down;
 };
 UVFLOW_HD inline ResidueRun residue_run(int s, int o, int off_u) {
-  const int S = kernel_half_size(o, s), q = S / o, r = S % o;
+  const int S = kernel_half_size(o, s);
   const int cp = off_u >= 0 ? off_u : off_u + o, cm = off_u <= 0 ? -off_u : o - off_u;  // the two residues
-  return {s + (off_u < 0), cp * q + (cp < r ? cp : r) - (off_u < 0) - s, cm * q + (cm < r ? cm : r) - (off_u > 0) + s};
+  return {s + (off_u < 0), residue_start(cp, o, S) - (off_u < 0) - s, residue_start(cm, o, S) - (off_u > 0) + s};
 }
 UVFLOW_HD inline int residue_run_column(const ResidueRun& run, int j) { return j >= run.split ? run.up + j : run.down - j; }
 

@@ -185,7 +185,7 @@ __device__ __forceinline__ void grid_group(const GroupArgs& ga, float2 value, fl
       colofs[m] = unsigned(x - memb[m].du) < unsigned(L) ? residue_run_column(memb[m].cols, x - memb[m].du) : S;
     for (int y0 = 0; y0 < H; y0 += kRowTile) {
       const int rows = min(kRowTile, H - y0);
-      locality::stage_rows<K>(memb, s, o, locality::ResidueTable::zero_row, y0, rows, rowp);
+      locality::stage_rows<K>(memb, s, o, y0, rows, rowp);
       if (on) {
         Cell* gp = gcol + y0 * N;
         for (int yy = row; yy < rows; yy += R, gp += R * N) {

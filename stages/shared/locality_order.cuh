@@ -230,11 +230,10 @@ __device__ __forceinline__ void stage_members(unsigned members, const GridCoord&
 }
 
 // For union rows y0 .. y0 + rows - 1 (rows <= kRowTile): where each of the K members' kernel rows
-// starts (an offset into the table; `zero_row`, a run of zeros, for rows outside its footprint),
+// starts (an offset into the table; ResidueTable::zero_row for rows outside its footprint),
 // so that a point's K offsets are one broadcast shared read.
 template <int K, int kSlots>
-__device__ __forceinline__ void stage_rows(const Member* memb, int s, int o, int zero_row, int y0, int rows,
-                                           int (*rowp)[kSlots]) {
+__device__ __forceinline__ void stage_rows(const Member* memb, int s, int o, int y0, int rows, int (*rowp)[kSlots]) {
   const int lane = threadIdx.x & (kWarp - 1), L = 2 * s + 1, S = kernel_half_size(o, s);
   __syncwarp();  // the previous tile's readers are done
   if (lane < rows) {
@@ -243,7 +242,8 @@ __device__ __forceinline__ void stage_rows(const Member* memb, int s, int o, int
     for (int m = 0; m < K; ++m) {
       const Member& p = memb[m];
       rowp[lane][m] =
-          unsigned(y - p.dv) < unsigned(L) ? p.base + min(abs(p.a_row + y * o), S - 1) * residue_stride(S) : zero_row;
+          unsigned(y - p.dv) < unsigned(L) ? p.base + min(abs(p.a_row + y * o), S - 1) * residue_stride(S)
+                                            : ResidueTable::zero_row;
     }
   }
   __syncwarp();
