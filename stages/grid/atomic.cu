@@ -152,7 +152,8 @@ struct GroupArgs {
 // conjugated back by `sign`) of one plane, support s, whose footprints' union is W x H cells from
 // (u_lo - s, v_lo - s). Every lane walks the union's columns (G lanes along a row, R rows at once);
 // per point it reads the members' staged row offsets (a broadcast of K ints in 16-byte reads), per
-// member one kernel value and 4 FMAs, and adds the sum with one atomic. A member whose footprint
+// member one kernel value (the K loads issued together: locality::loads_issued) and 4 FMAs, and adds
+// the sum with one atomic. A member whose footprint
 // misses the lane's column reads its rows' zero column (ResidueTable), so the loop tests nothing
 // per member (on the H200, gridding el56-82 took 23.4 ms against 25.4 with a test per member and
 // one shared read per member, el82-70 15.4 against 16.6, el30-56 59.5 against 65.3).
@@ -192,11 +193,14 @@ __device__ __forceinline__ void grid_group(const GroupArgs& ga, float2 value, fl
           float sx = 0, sy = 0;
           int rp[(K + 3) / 4 * 4];
           locality::read_row<K>(rowp[yy], rp);
+          float2 kv[K];
+#pragma unroll
+          for (int m = 0; m < K; ++m) kv[m] = __ldg(ga.table.values + (rp[m] + colofs[m]));
+          locality::loads_issued();
 #pragma unroll
           for (int m = 0; m < K; ++m) {
-            const float2 kv = __ldg(ga.table.values + (rp[m] + colofs[m]));
-            sx = fmaf(-vi[m], kv.y, fmaf(vr[m], kv.x, sx));
-            sy = fmaf(vr[m], kv.y, fmaf(vi[m], kv.x, sy));
+            sx = fmaf(-vi[m], kv[m].y, fmaf(vr[m], kv[m].x, sx));
+            sy = fmaf(vr[m], kv[m].y, fmaf(vi[m], kv[m].x, sy));
           }
           const float2 sum = make_float2(sx, sign * sy);
           if constexpr (kBox) add_sum(a, gp, u_lo - s + x, v_lo - s + y0 + yy, sum);

@@ -261,4 +261,13 @@ __device__ __forceinline__ void read_row(const int (&staged)[kSlots], int (&rp)[
   }
 }
 
+// A scheduling fence between a point's K kernel loads and their FMAs: at 80 registers ptxas issues
+// the loads of a group of 7 or 8 members in two rounds (2 + 6 or 4 + 3, the first members' FMAs
+// between them), so such a point waited for two load latencies instead of one. A warp barrier here
+// (of the lanes present: the callers' loops diverge at their ends) keeps every load ahead of it.
+// grid.atomic on the H200: el56-82 22.56-22.62 ms against 23.31-23.36, el30-56 56.0 against 60.0,
+// el82-70 15.38-15.40 against 15.41-15.45 (its small footprints' time is in the groups' setup).
+// degrid.wproj's groups of up to 6 have their loads in one round without it.
+__device__ __forceinline__ void loads_issued() { __syncwarp(__activemask()); }
+
 }  // namespace uvflow::locality
