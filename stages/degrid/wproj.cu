@@ -330,8 +330,9 @@ __device__ void degrid_group_of(int n, const Args& a, const GridCoord& mine, std
 // The walker: the warp's claims on the order, each lane one entry (those off the grid predict 0),
 // then the entries by group.
 __global__ void __launch_bounds__(kWarp* locality::kWalkerWarps, 1)
-    grouped_kernel(const Args a, const std::int32_t* table_start, const GridCoord* coords, const std::int32_t* order,
-                   int ranges, const std::int64_t* range_start, unsigned long long* next) {
+    grouped_kernel(const Args a, const std::int32_t* table_start, const GridCoord* coords,
+                   const locality::Entries order, int ranges, const std::int64_t* range_start,
+                   unsigned long long* next) {
   __shared__ __align__(16) int rowp[locality::kWalkerWarps][kRowTile][kRowSlots];
   __shared__ locality::Member memb[locality::kWalkerWarps][kGroup];
   const int lane = threadIdx.x & (kWarp - 1), w = threadIdx.x / kWarp;
@@ -638,7 +639,7 @@ class WprojDegridderCuda final : public DeclaredStage<decl> {
     locality::Order order;
     order.build({a.g, a.n, a.coords, a.uu, a.vv, a.ww, a.support}, *stack, walker_.ranges, stream, "degrid.wproj (cuda)");
     grouped_kernel<<<unsigned(walker_.blocks), kWarp * locality::kWalkerWarps, 0, s>>>(
-        at, table.start, order.coords(), order.order(), order.ranges(), order.range_start(), order.next());
+        at, table.start, order.coords(), order.entries(), order.ranges(), order.range_start(), order.next());
     device::check_launch("degrid.wproj: grouped_kernel");
     order.release(stream);
   }

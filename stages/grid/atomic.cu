@@ -230,7 +230,7 @@ __device__ __forceinline__ void grid_group_of(int n, const GroupArgs& ga, float2
 // Compute; the compiler's schedule differs).
 template <class Cell>
 __global__ void __launch_bounds__(kWarp* locality::kWalkerWarps, 1)
-    grouped_kernel(const GroupArgs ga, const GridCoord* coords, const std::int32_t* order, int ranges,
+    grouped_kernel(const GroupArgs ga, const GridCoord* coords, const locality::Entries order, int ranges,
                    const std::int64_t* range_start, unsigned long long* next) {
   __shared__ __align__(16) int rowp[locality::kWalkerWarps][kRowTile][kRowSlots];
   __shared__ locality::Member memb[locality::kWalkerWarps][kGroup];
@@ -390,7 +390,7 @@ class AtomicCuda final : public DeclaredStage<decl> {
     order.build({a.g, a.n, placed ? block.coords.data() : nullptr, a.uu, a.vv, a.ww, a.support}, *ks,
                 walker_.ranges, stream, "grid.atomic (cuda)");
     grouped_kernel<Cell><<<unsigned(walker_.blocks), kWarp * locality::kWalkerWarps, 0,
-                     static_cast<cudaStream_t>(stream.native())>>>(ga, order.coords(), order.order(), order.ranges(),
+                     static_cast<cudaStream_t>(stream.native())>>>(ga, order.coords(), order.entries(), order.ranges(),
                                                                    order.range_start(), order.next());
     device::check_launch("grid.atomic: grouped_kernel");
     order.release(stream);

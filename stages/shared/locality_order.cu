@@ -32,28 +32,36 @@ __device__ inline std::uint64_t spread_bits(std::uint32_t x) {
   return v;
 }
 
-// Each visibility's locality key ((planes - plane) above the Morton index of its cell, so the
-// widest kernels come first and the narrow ones fill the SMs' tail; 0 for one off the grid) and its
-// index; raw blocks are placed here, into `placed`.
-__global__ void locality_keys(const Source a, GridCoord* placed, int cell_bits, int planes, std::uint64_t* keys,
-                              std::int32_t* order) {
+// The bits of a locality key, high to low: the plane field (planes - plane: the widest kernels
+// first, so the narrow ones fill the SMs' tail; 0 off the grid), the Morton index of the cell (its
+// u and v shifted right by `coarse`, which is 0 unless the three fields would pass 64 bits: huge
+// grids with many planes and entries keep a coarser locality), and the entry's index.
+struct KeyLayout {
+  int planes, index_bits, coarse, plane_shift;
+};
+
+// Each entry's locality key; raw blocks are placed here, into `placed`.
+__global__ void locality_keys(const Source a, GridCoord* placed, KeyLayout k, std::uint64_t* keys) {
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < a.n;
        i += std::int64_t(gridDim.x) * blockDim.x) {
     GridCoord c;
     if (!coord_of(a, i, c)) c = off_grid();
     if (placed) placed[i] = c;
-    keys[i] = c.plane < 0 ? 0
-                          : (std::uint64_t(planes - c.plane) << (2 * cell_bits)) | spread_bits(std::uint32_t(c.u)) |
-                                (spread_bits(std::uint32_t(c.v)) << 1);
-    order[i] = std::int32_t(i);
+    const std::uint64_t cell =
+        spread_bits(std::uint32_t(c.u) >> k.coarse) | spread_bits(std::uint32_t(c.v) >> k.coarse) << 1;
+    keys[i] = std::uint64_t(i) |
+              (c.plane < 0 ? 0 : std::uint64_t(k.planes - c.plane) << k.plane_shift | cell << k.index_bits);
   }
 }
 
 // Where each plane's run begins and ends in the sorted order: run_begin / run_end[plane + 1]
 // (slot 0: off the grid; both zeroed beforehand, so empty planes have empty runs).
-__global__ void plane_runs(const std::uint64_t* keys, std::int64_t n, int cell_bits, int planes,
-                           std::int32_t* run_begin, std::int32_t* run_end) {
-  const auto plane = [&](std::int64_t i) { return keys[i] == 0 ? -1 : planes - int(keys[i] >> (2 * cell_bits)); };
+__global__ void plane_runs(const std::uint64_t* keys, std::int64_t n, KeyLayout k, std::int32_t* run_begin,
+                           std::int32_t* run_end) {
+  const auto plane = [&](std::int64_t i) {
+    const int field = int(keys[i] >> k.plane_shift);
+    return field == 0 ? -1 : k.planes - field;
+  };
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n;
        i += std::int64_t(gridDim.x) * blockDim.x) {
     const int p = plane(i);
@@ -137,35 +145,37 @@ void Order::build(const Source& src, const KernelStack& ks, int ranges, const de
   const auto cuda_check = [who](cudaError_t e, const char* what) { device::check(e, who, what); };
   auto s = static_cast<cudaStream_t>(stream.native());
   const std::int64_t n = src.n;
+  if (n > INT32_MAX)
+    throw InputError(std::string(who) + ": a block of " + std::to_string(n) +
+                     " visibilities; the locality order indexes at most 2^31 - 1 (use smaller blocks)");
   const int cell_bits = std::max(1, int(std::bit_width(unsigned(ks.geom.grid_size - 1))));
-  const int end_bit = 2 * cell_bits + int(std::bit_width(unsigned(ks.planes)));
-  if (end_bit > 64)
-    throw InputError(std::string(who) + ": a grid of " + std::to_string(ks.geom.grid_size) + " cells and " +
-                     std::to_string(ks.planes) + " planes needs locality keys of more than 64 bits");
+  KeyLayout k{ks.planes, std::max(1, int(std::bit_width(std::uint64_t(std::max<std::int64_t>(n, 1) - 1)))), 0, 0};
+  const int plane_bits = int(std::bit_width(unsigned(ks.planes)));
+  // The plane and index fields take at most 31 bits each, so the cells can always give way.
+  k.coarse = std::max(0, (plane_bits + 2 * cell_bits + k.index_bits - 64 + 1) / 2);
+  k.plane_shift = k.index_bits + 2 * (cell_bits - k.coarse);
   placed_ = Array<GridCoord>::device(src.coords ? 0 : n, stream);
   keys_a_ = Array<std::uint64_t>::device(n, stream);
   keys_b_ = Array<std::uint64_t>::device(n, stream);
-  order_a_ = Array<std::int32_t>::device(n, stream);
-  order_b_ = Array<std::int32_t>::device(n, stream);
-  locality_keys<<<helper_blocks(n), 256, 0, s>>>(src, src.coords ? nullptr : placed_.data(), cell_bits, ks.planes,
-                                                 keys_a_.data(), order_a_.data());
+  locality_keys<<<helper_blocks(n), 256, 0, s>>>(src, src.coords ? nullptr : placed_.data(), k, keys_a_.data());
   device::check_launch("locality order: locality_keys");
+  // The index bits need no sorting: the sort is stable and they start in order.
   cub::DoubleBuffer<std::uint64_t> keys(keys_a_.data(), keys_b_.data());
-  cub::DoubleBuffer<std::int32_t> order(order_a_.data(), order_b_.data());
+  const int end_bit = k.plane_shift + plane_bits;
   std::size_t sort_bytes = 0, scan_bytes = 0;
   const int slots = ks.planes + 1;
   work_ = Array<std::int64_t>::device(slots + 1, stream);
   work_before_ = Array<std::int64_t>::device(slots + 1, stream);
-  cuda_check(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, keys, order, n, 0, end_bit, s), "sort size");
+  cuda_check(cub::DeviceRadixSort::SortKeys(nullptr, sort_bytes, keys, n, k.index_bits, end_bit, s), "sort size");
   cuda_check(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, work_.data(), work_before_.data(), slots + 1, s),
              "scan size");
   temp_ = Array<std::uint8_t>::device(std::max({sort_bytes, scan_bytes, std::size_t(1)}), stream);
-  cuda_check(cub::DeviceRadixSort::SortPairs(temp_.data(), sort_bytes, keys, order, n, 0, end_bit, s), "sort");
+  cuda_check(cub::DeviceRadixSort::SortKeys(temp_.data(), sort_bytes, keys, n, k.index_bits, end_bit, s), "sort");
   // The order cut into ranges of equal work.
   runs_ = Array<std::int32_t>::device(2 * slots, stream);
   device::memset_zero(runs_.data(), runs_.bytes(), stream);
   std::int32_t *run_begin = runs_.data(), *run_end = runs_.data() + slots;
-  plane_runs<<<helper_blocks(n), 256, 0, s>>>(keys.Current(), n, cell_bits, ks.planes, run_begin, run_end);
+  plane_runs<<<helper_blocks(n), 256, 0, s>>>(keys.Current(), n, k, run_begin, run_end);
   device::check_launch("locality order: plane_runs");
   run_work<<<(slots + 256) / 256, 256, 0, s>>>(slots, src.support, run_begin, run_end, work_.data());
   device::check_launch("locality order: run_work");
@@ -177,13 +187,14 @@ void Order::build(const Source& src, const KernelStack& ks, int ranges, const de
                                                    ranges, range_start_.data(), next_.data());
   device::check_launch("locality order: work_ranges");
   coords_ = src.coords ? src.coords : placed_.data();
-  order_ = order.Current();
+  keys_ = keys.Current();
+  index_mask_ = (std::uint64_t(1) << k.index_bits) - 1;
   ranges_ = ranges;
 }
 
 void Order::release(const device::Stream& stream) {
-  keep_until(stream.record(), {&placed_, &keys_a_, &keys_b_, &order_a_, &order_b_, &runs_, &work_, &work_before_,
-                               &range_start_, &next_, &temp_});
+  keep_until(stream.record(), {&placed_, &keys_a_, &keys_b_, &runs_, &work_, &work_before_, &range_start_, &next_,
+                               &temp_});
 }
 
 ResidueTable::View ResidueTable::of(const std::shared_ptr<const KernelStack>& stack, const device::Stream& stream,

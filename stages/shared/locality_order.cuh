@@ -5,8 +5,9 @@
 // Each update needs one grid value and one kernel value; read from L2 for every visibility that
 // is 16 bytes per update. Two things cut those reads:
 //  1. Locality order: a block is visited in the order of a 64-bit key (w-plane, widest first, then
-//     the Morton index of the cell), radix-sorted on the device, so consecutive visibilities share
-//     a plane and lie close in uv. The order is cut into ranges of equal kernel-point work, each
+//     the Morton index of the cell, then the entry's index, which the walkers read back from the
+//     sorted key), radix-sorted on the device, so consecutive visibilities share a plane and lie
+//     close in uv. The order is cut into ranges of equal kernel-point work, each
 //     shared by a few thread blocks (one per SM), so the warps of an SM work on one plane and a
 //     patch of uv and reread its kernel rows and grid rows from L1 (bench/results/h100_degrid.md).
 //  2. Groups: a warp takes up to K visibilities of one plane and one sign of w whose cells lie
@@ -54,6 +55,16 @@ struct Source {
   const std::int32_t* support = nullptr;
 };
 
+// A block's entries in locality order: the sorted keys, each ending in its entry's index (a
+// keys-only sort moves 8 bytes an entry and pass where keys and a separate index moved 12; on the
+// H200 grid.atomic's el82-70 took 15.23-15.24 ms against 15.39-15.42, el56-82 22.42-22.46 against
+// 22.61-22.88).
+struct Entries {
+  const std::uint64_t* keys;
+  std::uint64_t index_mask;
+  __device__ std::int32_t operator[](std::int64_t i) const { return std::int32_t(keys[i] & index_mask); }
+};
+
 // A block's locality order on the device, its ranges and their claim counters, built on a stream.
 // The caller launches its walker on the same stream, then calls release().
 class Order {
@@ -65,18 +76,19 @@ class Order {
   void release(const device::Stream& stream);
 
   const GridCoord* coords() const { return coords_; }
-  const std::int32_t* order() const { return order_; }
+  Entries entries() const { return {keys_, index_mask_}; }
   const std::int64_t* range_start() const { return range_start_.data(); }
   unsigned long long* next() { return next_.data(); }
   int ranges() const { return ranges_; }
 
  private:
   const GridCoord* coords_ = nullptr;
-  const std::int32_t* order_ = nullptr;
+  const std::uint64_t* keys_ = nullptr;
+  std::uint64_t index_mask_ = 0;
   int ranges_ = 0;
   Array<GridCoord> placed_;
   Array<std::uint64_t> keys_a_, keys_b_;
-  Array<std::int32_t> order_a_, order_b_, runs_;
+  Array<std::int32_t> runs_;
   Array<std::int64_t> work_, work_before_, range_start_;
   Array<unsigned long long> next_;
   Array<std::uint8_t> temp_;
