@@ -4,7 +4,6 @@
 #include <cub/device/device_scan.cuh>
 
 #include <algorithm>
-#include <bit>
 #include <string>
 
 #include "runtime/cuda_check.hpp"
@@ -21,25 +20,6 @@ __device__ inline bool coord_of(const Source& a, std::int64_t i, GridCoord& c) {
   return place(a.g, a.support, a.uu[i], a.vv[i], a.ww[i], c) == Placed::inside;
 }
 
-// Morton interleave: bit b of x goes to bit 2b.
-__device__ inline std::uint64_t spread_bits(std::uint32_t x) {
-  std::uint64_t v = x;
-  v = (v | (v << 16)) & 0x0000FFFF0000FFFFull;
-  v = (v | (v << 8)) & 0x00FF00FF00FF00FFull;
-  v = (v | (v << 4)) & 0x0F0F0F0F0F0F0F0Full;
-  v = (v | (v << 2)) & 0x3333333333333333ull;
-  v = (v | (v << 1)) & 0x5555555555555555ull;
-  return v;
-}
-
-// The bits of a locality key, high to low: the plane field (planes - plane: the widest kernels
-// first, so the narrow ones fill the SMs' tail; 0 off the grid), the Morton index of the cell (its
-// u and v shifted right by `coarse`, which is 0 unless the three fields would pass 64 bits: huge
-// grids with many planes and entries keep a coarser locality), and the entry's index.
-struct KeyLayout {
-  int planes, index_bits, coarse, plane_shift;
-};
-
 // Each entry's locality key; raw blocks are placed here, into `placed`.
 __global__ void locality_keys(const Source a, GridCoord* placed, KeyLayout k, std::uint64_t* keys) {
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < a.n;
@@ -47,10 +27,7 @@ __global__ void locality_keys(const Source a, GridCoord* placed, KeyLayout k, st
     GridCoord c;
     if (!coord_of(a, i, c)) c = off_grid();
     if (placed) placed[i] = c;
-    const std::uint64_t cell =
-        spread_bits(std::uint32_t(c.u) >> k.coarse) | spread_bits(std::uint32_t(c.v) >> k.coarse) << 1;
-    keys[i] = std::uint64_t(i) |
-              (c.plane < 0 ? 0 : std::uint64_t(k.planes - c.plane) << k.plane_shift | cell << k.index_bits);
+    keys[i] = locality_key(k, c.plane, c.u, c.v, i);
   }
 }
 
@@ -58,10 +35,7 @@ __global__ void locality_keys(const Source a, GridCoord* placed, KeyLayout k, st
 // (slot 0: off the grid; both zeroed beforehand, so empty planes have empty runs).
 __global__ void plane_runs(const std::uint64_t* keys, std::int64_t n, KeyLayout k, std::int32_t* run_begin,
                            std::int32_t* run_end) {
-  const auto plane = [&](std::int64_t i) {
-    const int field = int(keys[i] >> k.plane_shift);
-    return field == 0 ? -1 : k.planes - field;
-  };
+  const auto plane = [&](std::int64_t i) { return key_plane(k, keys[i]); };
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n;
        i += std::int64_t(gridDim.x) * blockDim.x) {
     const int p = plane(i);
@@ -148,12 +122,7 @@ void Order::build(const Source& src, const KernelStack& ks, int ranges, const de
   if (n > INT32_MAX)
     throw InputError(std::string(who) + ": a block of " + std::to_string(n) +
                      " visibilities; the locality order indexes at most 2^31 - 1 (use smaller blocks)");
-  const int cell_bits = std::max(1, int(std::bit_width(unsigned(ks.geom.grid_size - 1))));
-  KeyLayout k{ks.planes, std::max(1, int(std::bit_width(std::uint64_t(std::max<std::int64_t>(n, 1) - 1)))), 0, 0};
-  const int plane_bits = int(std::bit_width(unsigned(ks.planes)));
-  // The plane and index fields take at most 31 bits each, so the cells can always give way.
-  k.coarse = std::max(0, (plane_bits + 2 * cell_bits + k.index_bits - 64 + 1) / 2);
-  k.plane_shift = k.index_bits + 2 * (cell_bits - k.coarse);
+  const KeyLayout k = key_layout(ks.geom.grid_size, ks.planes, n);
   placed_ = Array<GridCoord>::device(src.coords ? 0 : n, stream);
   keys_a_ = Array<std::uint64_t>::device(n, stream);
   keys_b_ = Array<std::uint64_t>::device(n, stream);
@@ -161,16 +130,15 @@ void Order::build(const Source& src, const KernelStack& ks, int ranges, const de
   device::check_launch("locality order: locality_keys");
   // The index bits need no sorting: the sort is stable and they start in order.
   cub::DoubleBuffer<std::uint64_t> keys(keys_a_.data(), keys_b_.data());
-  const int end_bit = k.plane_shift + plane_bits;
   std::size_t sort_bytes = 0, scan_bytes = 0;
   const int slots = ks.planes + 1;
   work_ = Array<std::int64_t>::device(slots + 1, stream);
   work_before_ = Array<std::int64_t>::device(slots + 1, stream);
-  cuda_check(cub::DeviceRadixSort::SortKeys(nullptr, sort_bytes, keys, n, k.index_bits, end_bit, s), "sort size");
+  cuda_check(cub::DeviceRadixSort::SortKeys(nullptr, sort_bytes, keys, n, k.index_bits, k.end_bit(), s), "sort size");
   cuda_check(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, work_.data(), work_before_.data(), slots + 1, s),
              "scan size");
   temp_ = Array<std::uint8_t>::device(std::max({sort_bytes, scan_bytes, std::size_t(1)}), stream);
-  cuda_check(cub::DeviceRadixSort::SortKeys(temp_.data(), sort_bytes, keys, n, k.index_bits, end_bit, s), "sort");
+  cuda_check(cub::DeviceRadixSort::SortKeys(temp_.data(), sort_bytes, keys, n, k.index_bits, k.end_bit(), s), "sort");
   // The order cut into ranges of equal work.
   runs_ = Array<std::int32_t>::device(2 * slots, stream);
   device::memset_zero(runs_.data(), runs_.bytes(), stream);
@@ -188,7 +156,7 @@ void Order::build(const Source& src, const KernelStack& ks, int ranges, const de
   device::check_launch("locality order: work_ranges");
   coords_ = src.coords ? src.coords : placed_.data();
   keys_ = keys.Current();
-  index_mask_ = (std::uint64_t(1) << k.index_bits) - 1;
+  index_mask_ = k.index_mask();
   ranges_ = ranges;
 }
 

@@ -5,9 +5,8 @@
 // Each update needs one grid value and one kernel value; read from L2 for every visibility that
 // is 16 bytes per update. Two things cut those reads:
 //  1. Locality order: a block is visited in the order of a 64-bit key (w-plane, widest first, then
-//     the Morton index of the cell, then the entry's index, which the walkers read back from the
-//     sorted key), radix-sorted on the device, so consecutive visibilities share a plane and lie
-//     close in uv. The order is cut into ranges of equal kernel-point work, each
+//     the Morton index of the cell, then the entry's index: stages/shared/locality_key.hpp),
+//     radix-sorted on the device, so consecutive visibilities share a plane and lie close in uv. The order is cut into ranges of equal kernel-point work, each
 //     shared by a few thread blocks (one per SM), so the warps of an SM work on one plane and a
 //     patch of uv and reread its kernel rows and grid rows from L1 (bench/results/h100_degrid.md).
 //  2. Groups: a warp takes up to K visibilities of one plane and one sign of w whose cells lie
@@ -31,6 +30,7 @@
 #include "runtime/device.hpp"
 #include "runtime/payloads/kernel_stack_builder.hpp"
 #include "runtime/payloads/kernels.hpp"
+#include "stages/shared/locality_key.hpp"
 #include "stages/shared/placement.hpp"
 
 namespace uvflow::locality {
@@ -62,7 +62,7 @@ struct Source {
 struct Entries {
   const std::uint64_t* keys;
   std::uint64_t index_mask;
-  __device__ std::int32_t operator[](std::int64_t i) const { return std::int32_t(keys[i] & index_mask); }
+  __device__ std::int32_t operator[](std::int64_t i) const { return key_index(keys[i], index_mask); }
 };
 
 // A block's locality order on the device, its ranges and their claim counters, built on a stream.
