@@ -63,7 +63,7 @@ struct Args {
   const GridCoord* coords;  // placed blocks; null: place here
   const float *uu, *vv, *ww;
   const std::int32_t* support;
-  const std::int64_t* start;  // quarter_start (gather) or rows_start (the others but uvflow nearest: its table's)
+  const std::int64_t* start;  // quarter_start (gather) or rows_start (the others; null for uvflow nearest)
   const float2* kernels;      // quarter (gather, uvflow nearest: its ResidueTable is made from it) or rows
   const float2* grid;
   float2* out;
@@ -633,9 +633,10 @@ class WprojDegridderCuda final : public DeclaredStage<decl> {
   // The locality order, then the walker.
   void grouped(const Args& a, const std::shared_ptr<const KernelStack>& stack, const device::Stream& stream) {
     auto s = static_cast<cudaStream_t>(stream.native());
-    Args at = a;  // the kernels in residue order, with zeros
+    Args at = a;  // the kernels in residue order, with zeros, and their own plane starts (table.start)
     const locality::ResidueTable::View table = table_.of(stack, stream, "degrid.wproj (cuda)");
     at.kernels = table.values;
+    at.start = nullptr;
     locality::Order order;
     order.build({a.g, a.n, a.coords, a.uu, a.vv, a.ww, a.support}, *stack, walker_.ranges, stream, "degrid.wproj (cuda)");
     grouped_kernel<<<unsigned(walker_.blocks), kWarp * locality::kWalkerWarps, 0, s>>>(
