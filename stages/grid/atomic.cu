@@ -153,10 +153,10 @@ struct GroupArgs {
 // (u_lo - s, v_lo - s). Every lane walks the union's columns (G lanes along a row, R rows at once);
 // per point it reads the members' staged row offsets (a broadcast of K ints in 16-byte reads), per
 // member one kernel value (the K loads issued together: locality::loads_issued) and 4 FMAs, and adds
-// the sum with one atomic. A member whose footprint
-// misses the lane's column reads its rows' zero column (ResidueTable), so the loop tests nothing
-// per member (on the H200, gridding el56-82 took 23.4 ms against 25.4 with a test per member and
-// one shared read per member, el82-70 15.4 against 16.6, el30-56 59.5 against 65.3).
+// the sum with one atomic. A member whose footprint misses the lane's column reads its rows' zero
+// column (ResidueTable), so the loop tests nothing per member (on the H200, gridding el56-82 took
+// 23.4 ms against 25.4 with a test per member and one shared read per member, el82-70 15.4 against
+// 16.6, el30-56 59.5 against 65.3).
 template <class Cell, int K, bool kBox>
 __device__ __forceinline__ void grid_group(const GroupArgs& ga, float2 value, float sign, unsigned members, int s,
                                            int u_lo, int v_lo, int W, int H, int (*rowp)[kRowSlots],

@@ -6,9 +6,10 @@
 // is 16 bytes per update. Two things cut those reads:
 //  1. Locality order: a block is visited in the order of a 64-bit key (w-plane, widest first, then
 //     the Morton index of the cell, then the entry's index: stages/shared/locality_key.hpp),
-//     radix-sorted on the device, so consecutive visibilities share a plane and lie close in uv. The order is cut into ranges of equal kernel-point work, each
-//     shared by a few thread blocks (one per SM), so the warps of an SM work on one plane and a
-//     patch of uv and reread its kernel rows and grid rows from L1 (bench/results/h100_degrid.md).
+//     radix-sorted on the device, so consecutive visibilities share a plane and lie close in uv.
+//     The order is cut into ranges of equal kernel-point work, each shared by a few thread blocks
+//     (one per SM), so the warps of an SM work on one plane and a patch of uv and reread its kernel
+//     rows and grid rows from L1 (bench/results/h100_degrid.md).
 //  2. Groups: a warp takes up to K visibilities of one plane and one sign of w whose cells lie
 //     within span_u along u and kSpanV along v of the first (with every other at one of their cells
 //     and sub-cell offsets: those share all their kernel values), and walks the union of their
