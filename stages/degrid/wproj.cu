@@ -286,7 +286,7 @@ __device__ void degrid_group(const Args& a, const GridCoord& mine, std::int32_t 
       colofs[m] = unsigned(x - memb[m].du) < unsigned(L) ? residue_run_column(memb[m].cols, x - memb[m].du) : S;
     for (int y0 = 0; y0 < H; y0 += kRowTile) {
       const int rows = min(kRowTile, H - y0);
-      locality::stage_rows<K>(memb, s, o, y0, rows, rowp);
+      locality::stage_rows<K>(memb, s, o, y0, rowp);
       if (on) {
 #pragma unroll(K <= 2 ? 4 : (K <= 4 ? 2 : 1))
         for (int yy = row; yy < rows; yy += R) {

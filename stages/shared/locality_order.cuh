@@ -191,6 +191,7 @@ struct Group {
 template <int kGroup, int kSpanV>
 __device__ __forceinline__ Group next_group(unsigned& pending, const GridCoord& mine) {
   const int lane = threadIdx.x & (kWarp - 1);
+  __syncwarp();  // the callers come here converged; the barrier lets the shuffles below take their converged path
   const GridCoord lead = shfl_coord(mine, __ffs(pending) - 1);
   const int s = lead.support, L = 2 * s + 1, su = span_u(L);
   const bool candidate = (pending >> lane & 1) && mine.plane == lead.plane && mine.conj == lead.conj &&
@@ -242,22 +243,19 @@ __device__ __forceinline__ void stage_members(unsigned members, const GridCoord&
   __syncwarp();
 }
 
-// For union rows y0 .. y0 + rows - 1 (rows <= kRowTile): where each of the K members' kernel rows
-// starts (an offset into the table; ResidueTable::zero_row for rows outside its footprint),
-// so that a point's K offsets are one broadcast shared read.
+// For union rows y0 .. y0 + kRowTile - 1: where each of the K members' kernel rows starts (an
+// offset into the table; ResidueTable::zero_row for rows outside its footprint, so also for every
+// row past the union's last), so that a point's K offsets are one broadcast shared read.
 template <int K, int kSlots>
-__device__ __forceinline__ void stage_rows(const Member* memb, int s, int o, int y0, int rows, int (*rowp)[kSlots]) {
-  const int lane = threadIdx.x & (kWarp - 1), L = 2 * s + 1, S = kernel_half_size(o, s);
+__device__ __forceinline__ void stage_rows(const Member* memb, int s, int o, int y0, int (*rowp)[kSlots]) {
+  static_assert(kRowTile == kWarp);
+  const int lane = threadIdx.x & (kWarp - 1), L = 2 * s + 1, S = kernel_half_size(o, s), y = y0 + lane;
   __syncwarp();  // the previous tile's readers are done
-  if (lane < rows) {
-    const int y = y0 + lane;
 #pragma unroll
-    for (int m = 0; m < K; ++m) {
-      const Member& p = memb[m];
-      rowp[lane][m] =
-          unsigned(y - p.dv) < unsigned(L) ? p.base + min(abs(p.a_row + y * o), S - 1) * residue_stride(S)
-                                            : ResidueTable::zero_row;
-    }
+  for (int m = 0; m < K; ++m) {
+    const Member& p = memb[m];
+    rowp[lane][m] = unsigned(y - p.dv) < unsigned(L) ? p.base + min(abs(p.a_row + y * o), S - 1) * residue_stride(S)
+                                                     : ResidueTable::zero_row;
   }
   __syncwarp();
 }
@@ -275,12 +273,12 @@ __device__ __forceinline__ void read_row(const int (&staged)[kSlots], int (&rp)[
 }
 
 // A scheduling fence between a point's K kernel loads and their FMAs: at 80 registers ptxas issues
-// the loads of a group of 7 or 8 members in two rounds (2 + 6 or 4 + 3, the first members' FMAs
-// between them), so such a point waited for two load latencies instead of one. A warp barrier here
-// (of the lanes present: the callers' loops diverge at their ends) keeps every load ahead of it.
-// grid.atomic on the H200: el56-82 22.56-22.62 ms against 23.31-23.36, el30-56 56.0 against 60.0,
-// el82-70 15.38-15.40 against 15.41-15.45 (its small footprints' time is in the groups' setup).
-// degrid.wproj's groups of up to 6 have their loads in one round without it.
-__device__ __forceinline__ void loads_issued() { __syncwarp(__activemask()); }
+// the loads of a group of 6 to 8 members in two rounds (4 + 2 for 6; 2 + 6 or 4 + 3 for 7 and 8;
+// grid.atomic's box groups from 4 on), the first members' FMAs between them, so such a point waited
+// for two load latencies instead of one. A warp barrier keeps every load ahead of it; the caller's
+// loop must be taken by the whole warp the same number of times. grid.atomic on the H200: el56-82
+// 22.56-22.62 ms against 23.31-23.36, el30-56 56.0 against 60.0. degrid.wproj's groups of up to 6
+// have their loads in one round without it.
+__device__ __forceinline__ void loads_issued() { __syncwarp(); }
 
 }  // namespace uvflow::locality
