@@ -139,6 +139,12 @@ __global__ void add_box(const double2* box, float2* cells, int N, int lo, int n)
 // bench/results/h100_uvflow_gridder.md has this kernel's figures.
 constexpr int kGroup = 8, kSpanV = 6;
 constexpr int kRowSlots = kGroup;  // a union row's staged offsets (16-byte reads)
+// Warps per walker block (one block per SM): 20 at 96 registers against the degridder's 24 at 80,
+// on the H200 in two calls, 5 runs each: el82-70 13.66-13.71 ms against 13.77-13.83; el56-82
+// 21.20-21.39 against 21.31-21.37 and el30-56 55.56-55.74 against 55.37-55.73, even. Without
+// locality::loads_issued, which the spare registers might have made unneeded, 20 and 16 warps took
+// 14.1 and 14.2 ms on el82-70.
+constexpr int kWalkerWarps = 20;
 using locality::kRowTile;
 
 struct GroupArgs {
@@ -169,7 +175,7 @@ __device__ __forceinline__ void grid_group(const GroupArgs& ga, float2 value, fl
   const int col = lane & (G - 1), row = lane / G;
   float vr[K], vi[K];
   float2* const spare =
-      ga.spare + (std::int64_t(blockIdx.x) * locality::kWalkerWarps + threadIdx.x / kWarp) * kWarp + lane;
+      ga.spare + (std::int64_t(blockIdx.x) * kWalkerWarps + threadIdx.x / kWarp) * kWarp + lane;
   // The members' lanes lowest first, by clearing bits (__fns per member made the kernel 5-8 % slower
   // on el56-82 and el82-70).
   unsigned rest = members;
@@ -241,11 +247,11 @@ __device__ __forceinline__ void grid_group_of(int n, const GroupArgs& ga, float2
 // 40 ms with the members' values read from shared memory (same instructions and atomics, Nsight
 // Compute; the compiler's schedule differs).
 template <class Cell>
-__global__ void __launch_bounds__(kWarp* locality::kWalkerWarps, 1)
+__global__ void __launch_bounds__(kWarp* kWalkerWarps, 1)
     grouped_kernel(const GroupArgs ga, const GridCoord* coords, const locality::Entries order, int ranges,
                    const std::int64_t* range_start, unsigned long long* next) {
-  __shared__ __align__(16) int rowp[locality::kWalkerWarps][kRowTile][kRowSlots];
-  __shared__ locality::Member memb[locality::kWalkerWarps][kGroup];
+  __shared__ __align__(16) int rowp[kWalkerWarps][kRowTile][kRowSlots];
+  __shared__ locality::Member memb[kWalkerWarps][kGroup];
   const Args& a = ga.a;
   const int lane = threadIdx.x & (kWarp - 1), w = threadIdx.x / kWarp, o = a.g.oversample;
   double norm = 0, gridded = 0, skipped = 0, updates = 0;
@@ -300,7 +306,7 @@ __global__ void __launch_bounds__(kWarp* locality::kWalkerWarps, 1)
     updates += __shfl_down_sync(kFull, updates, d);
   }
   if (lane == 0 && updates != 0) atomicAdd(ga.work + 1, updates);
-  add_totals<locality::kWalkerWarps>(a.totals, norm, gridded, skipped);
+  add_totals<kWalkerWarps>(a.totals, norm, gridded, skipped);
 }
 
 class AtomicCuda final : public DeclaredStage<decl> {
@@ -370,7 +376,7 @@ class AtomicCuda final : public DeclaredStage<decl> {
   template <class Cell>
   void launch_shapes() {
     if (uvflow_)
-      walker_ = locality::walker_launch(reinterpret_cast<const void*>(grouped_kernel<Cell>));
+      walker_ = locality::walker_launch(reinterpret_cast<const void*>(grouped_kernel<Cell>), kWalkerWarps);
     else  // enough blocks to fill every SM once; the grid-stride loop covers larger blocks
       max_blocks_ =
           device::resident_blocks(reinterpret_cast<const void*>(grid_atomic_kernel<Cell>), kWarp * kWarpsPerBlock);
@@ -398,7 +404,7 @@ class AtomicCuda final : public DeclaredStage<decl> {
       ctx.add_work_on_device(work_);
     }
     if (spare_.empty()) {
-      spare_ = Array<cfloat>::device(std::size_t(walker_.blocks) * kWarp * locality::kWalkerWarps, stream);
+      spare_ = Array<cfloat>::device(std::size_t(walker_.blocks) * kWarp * kWalkerWarps, stream);
       device::memset_zero(spare_.data(), spare_.bytes(), stream);
     }
     const GroupArgs ga{a, table_.of(ks, stream, "grid.atomic (cuda)"), work_.data(),
@@ -407,7 +413,7 @@ class AtomicCuda final : public DeclaredStage<decl> {
     locality::Order order;
     order.build({a.g, a.n, placed ? block.coords.data() : nullptr, a.uu, a.vv, a.ww, a.support}, *ks,
                 walker_.ranges, stream, "grid.atomic (cuda)");
-    grouped_kernel<Cell><<<unsigned(walker_.blocks), kWarp * locality::kWalkerWarps, 0,
+    grouped_kernel<Cell><<<unsigned(walker_.blocks), kWarp * kWalkerWarps, 0,
                      static_cast<cudaStream_t>(stream.native())>>>(ga, order.coords(), order.entries(), order.ranges(),
                                                                    order.range_start(), order.next());
     device::check_launch("grid.atomic: grouped_kernel");

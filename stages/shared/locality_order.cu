@@ -193,11 +193,11 @@ ResidueTable::View ResidueTable::of(const std::shared_ptr<const KernelStack>& st
   return {reinterpret_cast<const float2*>(table_.data()), start_.data()};
 }
 
-WalkerLaunch walker_launch(const void* kernel) {
+WalkerLaunch walker_launch(const void* kernel, int warps) {
   device::check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 0), "locality walker",
                 "carveout");
   WalkerLaunch l;
-  l.blocks = device::resident_blocks(kernel, kWarp * kWalkerWarps);
+  l.blocks = device::resident_blocks(kernel, kWarp * warps);
   l.ranges = std::max(1, l.blocks / kBlocksPerRange);
   return l;
 }

@@ -38,9 +38,6 @@ namespace uvflow::locality {
 
 constexpr unsigned kFull = 0xffffffffu;
 constexpr int kWarp = 32;
-// Warps per thread block of a group walker, one block per SM (on el56-82, 24 x 1 beat 16 x 1,
-// 12 x 2 and 8 x 3 by 19-49 %: one block's warps share the SM's L1).
-constexpr int kWalkerWarps = 24;
 // Thread blocks per range of the order: on el56-82 (degridding) 132 ranges (one per block) took
 // 33.5 ms, 33 ranges 28.6 ms, 16, 8 and 4 ranges 27.5-27.8 ms, one range for all 29.5 ms.
 constexpr int kBlocksPerRange = 8;
@@ -121,12 +118,13 @@ class ResidueTable {
   std::shared_ptr<const KernelStack> of_;
 };
 
-// How many walker blocks fill the device once (one per SM at kWalkerWarps warps, as much L1 as
-// the block's shared memory leaves, since kernel rows are reread from it) and the ranges for them.
+// How many walker blocks of `warps` warps fill the device once (one per SM: one block's warps share
+// the SM's L1, from which kernel rows are reread; as much L1 as the block's shared memory leaves)
+// and the ranges for them.
 struct WalkerLaunch {
   int blocks = 0, ranges = 0;
 };
-WalkerLaunch walker_launch(const void* kernel);
+WalkerLaunch walker_launch(const void* kernel, int warps);
 
 __device__ inline GridCoord shfl_coord(const GridCoord& c, int src) {
   static_assert(sizeof(GridCoord) == sizeof(int4));
