@@ -236,7 +236,7 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock) linear_kernel(const Arg
 // keys (cell and sub-cell offset: a key's visibilities share the prediction) of one plane at once,
 // loading each grid value of their footprints' union once, into a register, and applying it to
 // every member (one kernel load and 4 FMAs each), so the grid costs 8 / members bytes per update
-// instead of 8. Sums are reduced per member at the end.
+// instead of 8. The members' sums are reduced over the warp together at the end.
 // Sizes measured on el56-82 (bench/results/h100_degrid.md): at 24 warps per SM groups of up to 6
 // (24.5 ms) beat 4, 5 and 8 (26.6, 25.5, 25.6 ms; 80 registers, a few spilled); 20 warps with 6
 // took 25.6 ms, 16 warps with 8 26.2 ms; kSpanV 1 or 2 forms smaller groups and is slower. Per
@@ -250,6 +250,22 @@ constexpr int kWalkerWarps = 24;
 
 using locality::kRowTile;
 using locality::span_u;
+
+// One halving step of the members' sums over the warp (degrid_group), n of n0 values left: lanes
+// with bit d set keep the upper half, the others the lower, each adding its partner's.
+template <int n, int n0>
+__device__ __forceinline__ void halve_sums(float (&v)[n0], int lane) {
+  if constexpr (n > 1) {
+    constexpr int d = kWarp / 2 * n / n0;
+    const bool upper = lane & d;
+#pragma unroll
+    for (int i = 0; i < n / 2; ++i) {
+      const float keep = upper ? v[i + n / 2] : v[i], send = upper ? v[i] : v[i + n / 2];
+      v[i] = keep + __shfl_xor_sync(kFull, send, d);
+    }
+    halve_sums<n / 2, n0>(v, lane);
+  }
+}
 
 // A group of exactly K keys (gr.leaders: cells and sub-cell offsets; gr.members every lane at them,
 // each holding its entry in `mine`, `idx`, and taking its key's prediction) of one plane, support
@@ -314,15 +330,20 @@ __device__ void degrid_group(const Args& a, const GridCoord& mine, std::int32_t 
       }
     }
   }
+  // The 2K sums over the warp by halving: each step a lane keeps half its values and adds its
+  // partner's of that half, so value i ends in lanes i * spread .. (i + 1) * spread - 1; 18
+  // shuffles for K = 6 instead of 60 (H200, el56-82: 19.25-19.43 ms against 19.56-19.82).
+  constexpr int n0 = 2 * K <= 2 ? 2 : (2 * K <= 4 ? 4 : (2 * K <= 8 ? 8 : 16)), spread = kWarp / n0;
+  static_assert(2 * K <= 16);
+  float v[n0];
 #pragma unroll
-  for (int m = 0; m < K; ++m) {
-    float2 sum = acc[m];
-    for (int d = kWarp / 2; d > 0; d /= 2) {
-      sum.x += __shfl_xor_sync(kFull, sum.x, d);
-      sum.y += __shfl_xor_sync(kFull, sum.y, d);
-    }
-    if (in && rank == m) a.out[idx] = make_float2(sum.x, group_sign * sum.y);
-  }
+  for (int i = 0; i < n0; ++i) v[i] = i < 2 * K ? (i % 2 ? acc[i / 2].y : acc[i / 2].x) : 0.0f;
+  halve_sums<n0, n0>(v, lane);
+#pragma unroll
+  for (int d = spread / 2; d > 0; d /= 2) v[0] += __shfl_xor_sync(kFull, v[0], d);
+  const float re = __shfl_sync(kFull, v[0], (2 * rank * spread) & (kWarp - 1));
+  const float im = __shfl_sync(kFull, v[0], ((2 * rank + 1) * spread) & (kWarp - 1));
+  if (in) a.out[idx] = make_float2(re, group_sign * im);
 }
 
 template <int K, int kMax>
