@@ -239,10 +239,12 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock) linear_kernel(const Arg
 // instead of 8. The members' sums are reduced over the warp together at the end.
 // Sizes measured on el56-82 (bench/results/h100_degrid.md): at 24 warps per SM groups of up to 6
 // (24.5 ms) beat 4, 5 and 8 (26.6, 25.5, 25.6 ms; 80 registers, a few spilled); 20 warps with 6
-// took 25.6 ms, 16 warps with 8 26.2 ms; kSpanV 1 or 2 forms smaller groups and is slower. Per
-// update a member still loads its kernel value from L1 or L2: with the per-group work (union walk,
-// member setup, reductions) that bounds this design.
-constexpr int kGroup = 6, kSpanV = 3;
+// took 25.6 ms, 16 warps with 8 26.2 ms; kSpanV 1 or 2 forms smaller groups and is slower. With
+// the halving reduction (H200): groups of 7 20.0 ms against 19.3-19.4 for 6; kSpanV 3, 4, 5, 6, 8
+// 19.22-19.43, 19.13-19.37, 19.11-19.29, 19.14-19.27, 19.10-19.26 ms (bigger groups, more rows
+// outside each footprint). Per update a member still loads its kernel value from L1 or L2: with
+// the per-group work (union walk, member setup, reductions) that bounds this design.
+constexpr int kGroup = 6, kSpanV = 5;
 constexpr int kRowSlots = (kGroup + 3) / 4 * 4;  // a union row's staged offsets, padded for 16-byte reads
 // Warps per walker block (one block per SM, 80 registers): on el56-82, 24 x 1 beat 16 x 1, 12 x 2
 // and 8 x 3 by 19-49 %, and 20 x 1 (96 registers) by 4 % (21.01 against 21.91 ms on the H200).
