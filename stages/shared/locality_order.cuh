@@ -270,9 +270,9 @@ __device__ __forceinline__ void read_row(const int (&staged)[kSlots], int (&rp)[
   }
 }
 
-// base[i] through the read-only path, its address one wide multiply-add of a 64-bit base kept in
-// registers: written as `__ldg(base + i)`, NVVM rebuilds the address from the base's own parts
-// (the walkers' grid rows: a 64-bit multiply and adds per load).
+// base[i] through the read-only path, its address the 64-bit base kept in registers plus i * 8 (two
+// instructions): written as `__ldg(base + i)` NVVM folds base back into its own parts, and
+// degrid.wproj's grid row (gcol + (y0 + yy) * N) became a 64-bit multiply and adds at every point.
 __device__ __forceinline__ float2 load_at(const float2* base, int i) {
   float2 v;
   asm("{\n\t.reg .u64 at;\n\tmad.wide.s32 at, %2, 8, %3;\n\tld.global.nc.v2.f32 {%0, %1}, [at];\n\t}"
