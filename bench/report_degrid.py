@@ -1,6 +1,7 @@
 """The table of bench/h100_degrid.sh from the run reports (JSON) of
 pipelines/bench_degrid_el56-82_gpu.yaml, one per degrid.wproj variant: the degridder's device
-time, visibilities/s, kernel-point updates/s and the share of the H100's FP32 FMA ceiling."""
+time, visibilities/s, kernel-point updates/s and the share of the FP32 FMA ceiling (8.1e12 updates/s, as bench/report_gpu.py;
+the H100 and H200 have the same SMs)."""
 import argparse
 import datetime
 import json
@@ -29,7 +30,7 @@ def stage(r, sid):
 
 commit = os.environ.get("UVFLOW_COMMIT") or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                                                            text=True).stdout.strip()
-print("# GPU degridding benchmark on the H100\n")
+print("# GPU degridding benchmark\n")
 print(f"{datetime.date.today()}, commit {commit or '?'}, {args.device or 'GPU'}; `bench/h100_degrid.sh` "
       "(pipelines/bench_degrid_el56-82_gpu.yaml, one run per variant). Degridding time = the `degrid` stage's "
       "CUDA-event intervals on its stream, summed over the 4 blocks (for uvflow, scatter and moving_window it "
