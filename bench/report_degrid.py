@@ -1,7 +1,7 @@
 """The table of bench/h100_degrid.sh from the run reports (JSON) of
 pipelines/bench_degrid_el56-82_gpu.yaml, one per degrid.wproj variant: the degridder's device
-time, visibilities/s, kernel-point updates/s and the share of the FP32 FMA ceiling (8.1e12 updates/s, as bench/report_gpu.py;
-the H100 and H200 have the same SMs)."""
+time, visibilities/s, kernel-point updates/s and the share of the FP32 FMA ceiling (8.1e12
+updates/s, as bench/report_gpu.py; the H100 and H200 have the same SMs)."""
 import argparse
 import datetime
 import json
