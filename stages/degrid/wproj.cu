@@ -246,9 +246,11 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock) linear_kernel(const Arg
 // the per-group work (union walk, member setup, reductions) that bounds this design.
 constexpr int kGroup = 6, kSpanV = 5;
 constexpr int kRowSlots = (kGroup + 3) / 4 * 4;  // a union row's staged offsets, padded for 16-byte reads
-// Warps per walker block (one block per SM, 80 registers): on el56-82, 24 x 1 beat 16 x 1, 12 x 2
-// and 8 x 3 by 19-49 %, and 20 x 1 (96 registers) by 4 % (21.01 against 21.91 ms on the H200).
-constexpr int kWalkerWarps = 24;
+// Warps per walker block (one block per SM): on el56-82, 24 x 1 beat 16 x 1, 12 x 2 and 8 x 3 by
+// 19-49 %, and 20 x 1 (96 registers) by 4 % (21.01 against 21.91 ms on the H200). With the cheaper
+// loop and reduction of stop 35, 28 warps (72 registers, 40 bytes of spills) took 18.72-19.28 ms
+// against 24's 18.98-19.48 (7 runs each, two calls), 32 warps (64 registers) 19.12-19.57.
+constexpr int kWalkerWarps = 28;
 
 using locality::kRowTile;
 using locality::span_u;
