@@ -255,6 +255,17 @@ constexpr int kWalkerWarps = 28;
 using locality::kRowTile;
 using locality::span_u;
 
+// base[i] through the read-only path, its address the 64-bit base kept in registers plus i * 8 (two
+// instructions): written as `__ldg(base + i)` NVVM folds base back into its own parts, and
+// degrid_group's grid row (gcol + (y0 + yy) * N) became a 64-bit multiply and adds at every point.
+__device__ __forceinline__ float2 load_at(const float2* base, int i) {
+  float2 v;
+  asm("{\n\t.reg .u64 at;\n\tmad.wide.s32 at, %2, 8, %3;\n\tld.global.nc.v2.f32 {%0, %1}, [at];\n\t}"
+      : "=f"(v.x), "=f"(v.y)
+      : "r"(i), "l"(base));
+  return v;
+}
+
 // One halving step of the members' sums over the warp (degrid_group), n of n0 values left: lanes
 // with bit d set keep the upper half, the others the lower, each adding its partner's.
 template <int n, int n0>
@@ -301,6 +312,7 @@ __device__ void degrid_group(const Args& a, const GridCoord& mine, std::int32_t 
   float2 acc[K];
 #pragma unroll
   for (int m = 0; m < K; ++m) acc[m] = make_float2(0, 0);
+  const int row_step = R * int(N);
   for (int x = col; x - col < W; x += G) {  // every lane takes part: the row tables are shared
     const bool on = x < W;
     const float2* gcol = a.grid + (v_lo - s) * N + (u_lo - s) + min(x, W - 1);
@@ -308,19 +320,18 @@ __device__ void degrid_group(const Args& a, const GridCoord& mine, std::int32_t 
 #pragma unroll
     for (int m = 0; m < K; ++m)
       colofs[m] = unsigned(x - memb[m].du) < unsigned(L) ? residue_run_column(memb[m].cols, x - memb[m].du) : S;
-    const int row_step = R * int(N);
     for (int y0 = 0; y0 < H; y0 += kRowTile) {
       const int rows = min(kRowTile, H - y0);
       locality::stage_rows<K>(memb, s, o, y0, rowp);
       if (on) {
         // The grid row a 32-bit offset stepped per row (load_at): as gcol + (y0 + yy) * N the row
         // was multiplied in 64 bits at every point, and the K = 6 loop was 63 instructions for 24
-        // FMAs, now 55 with the sign above (H200, el56-82: 19.5-19.8 ms against 20.8-20.9).
+        // FMAs, now 55 with the sign above (H200, el56-82: 19.4-19.8 ms against 20.8-21.0).
         const float2* gtile = gcol + y0 * N;
         int goff = row * int(N);
 #pragma unroll(K <= 2 ? 4 : (K <= 4 ? 2 : 1))
         for (int yy = row; yy < rows; yy += R, goff += row_step) {
-          const float2 g = locality::load_at(gtile, goff);
+          const float2 g = load_at(gtile, goff);
           const float gs = group_sign * g.y;
           int rp[(K + 3) / 4 * 4];
           locality::read_row<K>(rowp[yy], rp);
@@ -337,8 +348,8 @@ __device__ void degrid_group(const Args& a, const GridCoord& mine, std::int32_t 
   // The 2K sums over the warp by halving: each step a lane keeps half its values and adds its
   // partner's of that half, so value i ends in lanes i * spread .. (i + 1) * spread - 1; 18
   // shuffles for K = 6 instead of 60 (H200, el56-82: 19.25-19.43 ms against 19.56-19.82).
-  constexpr int n0 = 2 * K <= 2 ? 2 : (2 * K <= 4 ? 4 : (2 * K <= 8 ? 8 : 16)), spread = kWarp / n0;
-  static_assert(2 * K <= 16);
+  constexpr int n0 = int(std::bit_ceil(unsigned(2 * K))), spread = kWarp / n0;
+  static_assert(n0 <= kWarp / 2);
   float v[n0];
 #pragma unroll
   for (int i = 0; i < n0; ++i) v[i] = i < 2 * K ? (i % 2 ? acc[i / 2].y : acc[i / 2].x) : 0.0f;

@@ -270,17 +270,6 @@ __device__ __forceinline__ void read_row(const int (&staged)[kSlots], int (&rp)[
   }
 }
 
-// base[i] through the read-only path, its address the 64-bit base kept in registers plus i * 8 (two
-// instructions): written as `__ldg(base + i)` NVVM folds base back into its own parts, and
-// degrid.wproj's grid row (gcol + (y0 + yy) * N) became a 64-bit multiply and adds at every point.
-__device__ __forceinline__ float2 load_at(const float2* base, int i) {
-  float2 v;
-  asm("{\n\t.reg .u64 at;\n\tmad.wide.s32 at, %2, 8, %3;\n\tld.global.nc.v2.f32 {%0, %1}, [at];\n\t}"
-      : "=f"(v.x), "=f"(v.y)
-      : "r"(i), "l"(base));
-  return v;
-}
-
 // A scheduling fence between a point's K kernel loads and their FMAs: at 80 registers ptxas issues
 // the loads of a group of 6 to 8 members in two rounds (4 + 2 for 6; 2 + 6 or 4 + 3 for 7 and 8;
 // grid.atomic's box groups from 4 on), the first members' FMAs between them, so such a point waited
