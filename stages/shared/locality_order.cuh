@@ -251,7 +251,11 @@ __device__ __forceinline__ void stage_rows(const Member* memb, int s, int o, int
   int row[(K + 3) / 4 * 4];
 #pragma unroll
   for (int m = 0; m < (K + 3) / 4 * 4; ++m) {
-    const Member& p = memb[m < K ? m : 0];  // slots past K: never read
+    if (m >= K) {  // padding of the last 16 bytes: read_row loads it, the walkers use none of it
+      row[m] = ResidueTable::zero_row;
+      continue;
+    }
+    const Member& p = memb[m];
     row[m] = unsigned(y - p.dv) < unsigned(L) ? p.base + min(abs(p.a_row + y * o), S - 1) * residue_stride(S)
                                               : ResidueTable::zero_row;
   }
