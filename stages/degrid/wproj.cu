@@ -242,10 +242,10 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock) linear_kernel(const Arg
 // took 25.6 ms, 16 warps with 8 26.2 ms; kSpanV 1 or 2 forms smaller groups and is slower. With
 // the halving reduction (H200): groups of 7 20.0 ms against 19.3-19.4 for 6; kSpanV 3, 4, 5, 6, 8
 // 19.22-19.43, 19.13-19.37, 19.11-19.29, 19.14-19.27, 19.10-19.26 ms (bigger groups, more rows
-// outside each footprint). Per update a member still loads its kernel value from L1 or L2: with
-// the per-group work (union walk, member setup, reductions) that bounds this design.
+// outside each footprint). Per update a member still loads its kernel value from L1 or L2, and those
+// loads keep the L1 data pipe near its peak (89 %, Nsight Compute at 878cf9c): that bounds this design.
 constexpr int kGroup = 6, kSpanV = 5;
-constexpr int kRowSlots = (kGroup + 3) / 4 * 4;  // a union row's staged offsets, padded for 16-byte reads
+constexpr int kRowSlots = locality::row_slots(kGroup);
 // Warps per walker block (one block per SM): on el56-82, 24 x 1 beat 16 x 1, 12 x 2 and 8 x 3 by
 // 19-49 %, and 20 x 1 (96 registers) by 4 % (21.01 against 21.91 ms on the H200). With the cheaper
 // loop and reduction of stop 35, 28 warps (72 registers, 40 bytes of spills) took 18.72-19.28 ms
@@ -333,7 +333,7 @@ __device__ void degrid_group(const Args& a, const GridCoord& mine, std::int32_t 
         for (int yy = row; yy < rows; yy += R, goff += row_step) {
           const float2 g = load_at(gtile, goff);
           const float gs = group_sign * g.y;
-          int rp[(K + 3) / 4 * 4];
+          int rp[locality::row_slots(K)];
           locality::read_row<K>(rowp[yy], rp);
 #pragma unroll
           for (int m = 0; m < K; ++m) {

@@ -138,7 +138,7 @@ __global__ void add_box(const double2* box, float2* cells, int N, int lo, int n)
 // 24.8 ms against 25.1 within 3, 34.6 ms for groups of 6 within 3 and 30.4-31.6 ms for 12 (spilled);
 // bench/results/h100_uvflow_gridder.md has this kernel's figures.
 constexpr int kGroup = 8, kSpanV = 6;
-constexpr int kRowSlots = kGroup;  // a union row's staged offsets (16-byte reads)
+constexpr int kRowSlots = locality::row_slots(kGroup);
 // Warps per walker block (one block per SM): 20 at 96 registers against the degridder's 24 at 80,
 // on the H200 in two calls, 5 runs each: el82-70 13.66-13.71 ms against 13.77-13.83; el56-82
 // 21.20-21.39 against 21.31-21.37 and el30-56 55.56-55.74 against 55.37-55.73, even. Without
@@ -206,7 +206,7 @@ __device__ __forceinline__ void grid_group(const GroupArgs& ga, float2 value, fl
       // against 22.46-22.56, el30-56 55.4-56.1 against 55.5-55.8. Box groups keep the test.
       for (int yy = row; yy - row < rows; yy += R, gp += R * N) {
         float sx = 0, sy = 0;
-        int rp[(K + 3) / 4 * 4];
+        int rp[locality::row_slots(K)];
         locality::read_row<K>(rowp[yy], rp);
         float2 kv[K];
 #pragma unroll

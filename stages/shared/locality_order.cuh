@@ -244,13 +244,16 @@ __device__ __forceinline__ void stage_members(unsigned members, const GridCoord&
 // For union rows y0 .. y0 + kRowTile - 1: where each of the K members' kernel rows starts (an
 // offset into the table; ResidueTable::zero_row for rows outside its footprint, so also for every
 // row past the union's last), so that a point's K offsets are one broadcast shared read.
+// A row's staged offsets for K members, padded to whole 16-byte reads and writes.
+__host__ __device__ constexpr int row_slots(int K) { return (K + 3) / 4 * 4; }
+
 template <int K, int kSlots>
 __device__ __forceinline__ void stage_rows(const Member* memb, int s, int o, int y0, int (*rowp)[kSlots]) {
   static_assert(kRowTile == kWarp && kSlots % 4 == 0 && K <= kSlots);
   const int lane = threadIdx.x & (kWarp - 1), L = 2 * s + 1, S = kernel_half_size(o, s), y = y0 + lane;
-  int row[(K + 3) / 4 * 4];
+  int row[row_slots(K)];
 #pragma unroll
-  for (int m = 0; m < (K + 3) / 4 * 4; ++m) {
+  for (int m = 0; m < row_slots(K); ++m) {
     if (m >= K) {  // padding of the last 16 bytes: read_row loads it, the walkers use none of it
       row[m] = ResidueTable::zero_row;
       continue;
@@ -264,7 +267,7 @@ __device__ __forceinline__ void stage_rows(const Member* memb, int s, int o, int
   // slot lie kSlots ints apart, an 8-way bank conflict for 8 slots (Nsight Compute on the degridder:
   // 86 % of the shared-store wavefronts were conflicts, in an L1 pipe 89 % busy).
 #pragma unroll
-  for (int q = 0; q < (K + 3) / 4; ++q)
+  for (int q = 0; q < row_slots(K) / 4; ++q)
     *reinterpret_cast<int4*>(&rowp[lane][4 * q]) = make_int4(row[4 * q], row[4 * q + 1], row[4 * q + 2], row[4 * q + 3]);
   __syncwarp();
 }
@@ -272,10 +275,10 @@ __device__ __forceinline__ void stage_rows(const Member* memb, int s, int o, int
 // Union row yy's staged offsets (stage_rows) for K members, read 16 bytes at a time (the compiler
 // reads them one int at a time otherwise: 8 shared loads per point instead of 2 for K = 8).
 template <int K, int kSlots>
-__device__ __forceinline__ void read_row(const int (&staged)[kSlots], int (&rp)[(K + 3) / 4 * 4]) {
+__device__ __forceinline__ void read_row(const int (&staged)[kSlots], int (&rp)[row_slots(K)]) {
   static_assert(kSlots % 4 == 0 && K <= kSlots);
 #pragma unroll
-  for (int q = 0; q < (K + 3) / 4; ++q) {
+  for (int q = 0; q < row_slots(K) / 4; ++q) {
     const int4 r4 = *reinterpret_cast<const int4*>(&staged[4 * q]);
     rp[4 * q] = r4.x, rp[4 * q + 1] = r4.y, rp[4 * q + 2] = r4.z, rp[4 * q + 3] = r4.w;
   }
