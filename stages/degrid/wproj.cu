@@ -245,8 +245,8 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock) linear_kernel(const Arg
 // outside each footprint). Per update a member still loads its kernel value from L1 or L2, and those
 // loads keep the L1 data pipe near its peak (89 %, Nsight Compute at 878cf9c): that bounds this design.
 // Removing wavefronts has cost instructions, with issue slots 61 % busy: row offsets broadcast by
-// shuffles (each a data-pipe wavefront too) or loads predicated on the footprint (11.5 % fewer global
-// wavefronts, 18 more instructions a point) took 20-23 ms against 18.5-18.8 (stop 37).
+// shuffles (each a data-pipe wavefront too) or loads predicated on the footprint (11.4 % fewer global
+// wavefronts, 17-18 more instructions a point) took 19.9-22.7 ms against 18.5-18.8 (stop 37).
 constexpr int kGroup = 6, kSpanV = 5;
 constexpr int kRowSlots = locality::row_slots(kGroup);
 // Warps per walker block (one block per SM): on el56-82, 24 x 1 beat 16 x 1, 12 x 2 and 8 x 3 by
