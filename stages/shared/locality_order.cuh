@@ -241,12 +241,12 @@ __device__ __forceinline__ void stage_members(unsigned members, const GridCoord&
   __syncwarp();
 }
 
-// For union rows y0 .. y0 + kRowTile - 1: where each of the K members' kernel rows starts (an
-// offset into the table; ResidueTable::zero_row for rows outside its footprint, so also for every
-// row past the union's last), so that a point's K offsets are one broadcast shared read.
 // A row's staged offsets for K members, padded to whole 16-byte reads and writes.
 __host__ __device__ constexpr int row_slots(int K) { return (K + 3) / 4 * 4; }
 
+// For union rows y0 .. y0 + kRowTile - 1: where each of the K members' kernel rows starts (an
+// offset into the table; ResidueTable::zero_row for rows outside its footprint, so also for every
+// row past the union's last), so that a point's K offsets are one broadcast shared read.
 template <int K, int kSlots>
 __device__ __forceinline__ void stage_rows(const Member* memb, int s, int o, int y0, int (*rowp)[kSlots]) {
   static_assert(kRowTile == kWarp && kSlots % 4 == 0 && K <= kSlots);
