@@ -242,10 +242,11 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock) linear_kernel(const Arg
 // took 25.6 ms, 16 warps with 8 26.2 ms; kSpanV 1 or 2 forms smaller groups and is slower. With
 // the halving reduction (H200): groups of 7 20.0 ms against 19.3-19.4 for 6; kSpanV 3, 4, 5, 6, 8
 // 19.22-19.43, 19.13-19.37, 19.11-19.29, 19.14-19.27, 19.10-19.26 ms (bigger groups, more rows
-// outside each footprint). Per update a member still loads its kernel value from L1 or L2, and those
-// loads keep the L1 data pipe near its peak (89 %, Nsight Compute at 878cf9c): that bounds this design.
-// Removing wavefronts has cost instructions, with issue slots 61 % busy: row offsets broadcast by
-// shuffles (each a data-pipe wavefront too) or loads predicated on the footprint (11.4 % fewer global
+// outside each footprint). Per update a member still loads its kernel value from L1 or L2, and a
+// point waits for the slowest of its loads: the walker is latency-bound at 7 warps a scheduler (28 an
+// SM at 72 registers), not bound by the L1 data pipe (cutting its wavefronts by a fifth saved 0.6-4.5 %;
+// every kernel value read from shared memory instead, with wrong values as an upper bound, 12 %: stop
+// 38). Row offsets broadcast by shuffles or loads predicated on the footprint (11.4 % fewer global
 // wavefronts, 17-18 more instructions a point) took 19.9-22.7 ms against 18.5-18.8 (stop 37).
 constexpr int kGroup = 6, kSpanV = 5;
 constexpr int kRowSlots = locality::row_slots(kGroup);
