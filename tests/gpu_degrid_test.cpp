@@ -2,8 +2,9 @@
 // against the serial reference, the adjoint identity and a direct DFT): degrid.wproj, every
 // variant, on the same random grids and visibilities, raw and placed by uvw.w_sort on the device,
 // on baseline tracks in the simulator's [dump][baseline] order (the moving window's case), on
-// dense clusters of one w-plane (the uvflow variant's groups) and on entries repeated at one uvw
-// (predicted once per group key); fft.image_to_grid on random images. Skips without a CUDA device.
+// dense clusters of one w-plane (the uvflow variant's groups), on entries repeated at one uvw
+// (predicted once per group key) and on random kernels with supports up to 48; fft.image_to_grid
+// on random images. Skips without a CUDA device.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -21,6 +22,7 @@
 #include "stages/uvw/w_sort.hpp"
 #include "tests/support/degrid_cases.hpp"
 #include "tests/support/gpu_test.hpp"
+#include "tests/support/grid_cases.hpp"
 #include "tests/support/seeds.hpp"
 #include "tests/support/wproj_stack.hpp"
 
@@ -195,6 +197,28 @@ TEST_P(DegridGpu, IsTheAdjointOfGridding) {
     for (std::size_t c = 0; c < g->cells.size(); ++c)
       rhs += std::conj(std::complex<double>(g->cells[c])) * std::complex<double>(gridded->cells[c]);
     EXPECT_LT(std::abs(lhs - rhs), 1e-5 * std::abs(rhs)) << lhs << " vs " << rhs;
+  }
+}
+
+// Wide and narrow footprints: random kernels of supports 0 to 48 (rows of up to 97 values), at
+// random and in dense clusters, so that the uvflow walker's unions are 1 to over 100 columns wide
+// and its passes of 32, 16 and 8 lanes all occur (the stacks above have supports of 4 and 5 only).
+TEST_P(DegridGpu, WideFootprintsMatchTheCpuBackend) {
+  for (std::uint64_t seed : test::seeds(20261204)) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    std::shared_ptr<const KernelStack> ks = test::random_kernel_stack(rng, 6, 48, 4, 512);
+    auto dks = moved(ks, Location::device);
+    std::shared_ptr<const Grid> g = test::random_grid(*ks, rng);
+    auto dg = moved(g, Location::device);
+    for (std::shared_ptr<VisBlock> v : {test::random_block(*ks, 3000, rng), clusters(*ks, 6000, rng)}) {
+      label(*v, rng);
+      const auto want = degrid("cpu", g, ks, v);
+      auto out = moved(degrid("cuda", dg, dks, moved(std::shared_ptr<const VisBlock>(v), Location::device)),
+                       Location::host);
+      ASSERT_EQ(out->size(), want->size());
+      EXPECT_LT(relative_rms(out->vis, want->vis), 1e-5);
+    }
   }
 }
 
