@@ -28,6 +28,7 @@
 #include "stages/shared/spheroidal.hpp"
 #include "stages/kernels/wproj.hpp"
 #include "tests/support/spheroidal_ref.hpp"
+#include "tests/support/seeds.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/wproj_stack.hpp"
 
@@ -617,6 +618,61 @@ TEST(FftwWisdom, ExportMakesTheFolderAndLeavesAnUnchangedFileAlone) {
   std::filesystem::last_write_time(file, past);
   ASSERT_TRUE(fftw::export_wisdom(file));
   EXPECT_EQ(std::filesystem::last_write_time(file), past);
+}
+
+// fftw::PrunedFft against the 2-D DFT from its definition, in double, where its result is read:
+// forward, every row of the kept columns, the input zero outside the row bands; backward, every
+// column of the kept rows, the input zero outside the column bands. Sizes and bands at random
+// (widths that are not multiples of kChunk, one or two bands, the last column and row included).
+TEST(PrunedFft, MatchesTheDirectDftWhereItIsRead) {
+  constexpr double kPi = 3.14159265358979323846;
+  for (std::uint64_t seed : seeds(20261205)) {
+    SCOPED_TRACE("seed " + std::to_string(seed) + " (UVFLOW_TEST_SEED replays it)");
+    std::mt19937_64 rng(seed);
+    for (int trial = 0; trial < 6; ++trial) {
+      const int n = std::uniform_int_distribution<int>(2, 70)(rng);
+      const int sign = trial % 2 ? FFTW_BACKWARD : FFTW_FORWARD;
+      auto bands = [&] {  // one band [a, b)
+        const int a = std::uniform_int_distribution<int>(0, n - 1)(rng);
+        return fftw::Bands{{a, std::uniform_int_distribution<int>(a + 1, n)(rng)}};
+      };
+      fftw::Bands rows = bands(), cols = bands();
+      if (trial >= 4) {  // two bands, the first and the last rows (or columns): a band wrapping the edge
+        const int cut = std::uniform_int_distribution<int>(1, std::max(1, n - 1))(rng);
+        const fftw::Bands two{{0, cut / 2 + 1}, {std::min(n - 1, cut + 1), n}};
+        (sign == FFTW_FORWARD ? rows : cols) = two;
+      }
+      auto in_bands = [](const fftw::Bands& b, int i) {
+        return std::any_of(b.begin(), b.end(), [i](auto r) { return i >= r.first && i < r.second; });
+      };
+      SCOPED_TRACE("n " + std::to_string(n) + (sign == FFTW_FORWARD ? ", forward" : ", backward"));
+      std::normal_distribution<float> z;
+      auto buf = fftw::alloc(std::size_t(n) * n);
+      for (int y = 0; y < n; ++y)
+        for (int x = 0; x < n; ++x) {
+          const bool data = sign == FFTW_FORWARD ? in_bands(rows, y) : in_bands(cols, x);
+          buf[std::size_t(y) * n + x] = data ? cfloat(z(rng), z(rng)) : cfloat(0);
+        }
+      const std::vector<cfloat> input(buf.get(), buf.get() + std::size_t(n) * n);
+      fftw::PrunedFft(buf.get(), n, sign, rows, cols, FFTW_ESTIMATE).run();
+
+      double err2 = 0, ref2 = 0;
+      for (int ky = 0; ky < n; ++ky)
+        for (int kx = 0; kx < n; ++kx) {
+          if (!(sign == FFTW_FORWARD ? in_bands(cols, kx) : in_bands(rows, ky))) continue;
+          std::complex<double> sum = 0;
+          for (int y = 0; y < n; ++y)
+            for (int x = 0; x < n; ++x)
+              sum += std::complex<double>(input[std::size_t(y) * n + x]) *
+                     std::polar(1.0, sign * 2 * kPi * double((long(kx) * x + long(ky) * y) % n) / n);
+          err2 += std::norm(std::complex<double>(buf[std::size_t(ky) * n + kx]) - sum);
+          ref2 += std::norm(sum);
+        }
+      if (ref2 > 0) {
+        EXPECT_LT(std::sqrt(err2 / ref2), 1e-5) << "relative RMS error where read";
+      }
+    }
+  }
 }
 
 // ---- Outputs, signals and errors: the kernel cache (docs/reliability.md)

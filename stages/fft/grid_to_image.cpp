@@ -70,28 +70,12 @@ class GridToImage : public DeclaredStage<decl> {
     const int v_lo = int(std::find(has_data.begin(), has_data.end(), 1) - has_data.begin());
     const int v_hi = N - 1 - int(std::find(has_data.rbegin(), has_data.rend(), 1) - has_data.rbegin());
 
-    // Pruned 2-D FFT: rows outside the gridded band stay zero, and only the cropped columns are
-    // transformed along v. Planned once here (FFTW_ESTIMATE: the transform runs once per run).
+    // Rows outside the gridded band stay zero, and only the cropped columns are transformed along
+    // v. FFTW_ESTIMATE: the transform runs once per run.
     const int off = (N - n) / 2;
-    const int rows = v_hi - v_lo + 1;
-    if (rows > 0) {
-      auto* r0 = fftw::as_fftw(buf.get() + std::size_t(v_lo) * N);
-      auto row_plan = fftw::plan_or_throw(
-          0,
-          [&] {
-            return fftwf_plan_many_dft(1, &N, rows, r0, nullptr, 1, N, r0, nullptr, 1, N, FFTW_FORWARD, FFTW_ESTIMATE);
-          },
-          "the image FFT along u");
-      auto* c0 = fftw::as_fftw(buf.get() + off);
-      auto col_plan = fftw::plan_or_throw(
-          0,
-          [&] {
-            return fftwf_plan_many_dft(1, &N, n, c0, nullptr, N, 1, c0, nullptr, N, 1, FFTW_FORWARD, FFTW_ESTIMATE);
-          },
-          "the image FFT along v");
-      fftwf_execute(row_plan.get());
-      fftwf_execute(col_plan.get());
-    }
+    fftw::Bands rows;
+    if (v_lo <= v_hi) rows.push_back({v_lo, v_hi + 1});
+    fftw::PrunedFft(buf.get(), N, FFTW_FORWARD, std::move(rows), {{off, off + n}}, FFTW_ESTIMATE).run();
 
     auto img = std::make_shared<Image>();
     img->nx = img->ny = n;
@@ -118,15 +102,16 @@ class GridToImage : public DeclaredStage<decl> {
 
 }  // namespace
 
-// The estimate (choose: auto): N^2 log2 N^2 for the grid's N^2 cells, at 6e8 per second per core on
-// the VM (2460^2 in 74 ms, 18000^2 in 8.4 s on 2 cores) and 6.5e11 on the H100 (18000^2 in 14 ms).
+// The estimate (choose: auto): N^2 log2 N^2 for the grid's N^2 cells, at 1e9 per second per core on
+// the VM (2460^2 in 43-46 ms, 18000^2 in 3.9-7.1 s on 2 cores, most of it the passes that fill the
+// transform's buffer and crop the image) and 6.5e11 on the H100 (18000^2 in 14 ms).
 StageSpec spec() {
   return decl.spec({cpu_backend<GridToImage>(), UVFLOW_CUDA_BACKEND(make_cuda)},
                    [](const Params&, const PortShapes& in, const EstimateContext& c) {
                      auto g = in.find(grid.name);
                      if (g == in.end() || !g->second.grid) throw InputError("input 'grid': its size is not known");
                      const double cells = double(g->second.grid->grid_size) * g->second.grid->grid_size;
-                     return Estimate{.seconds = seconds_at(c, cells * std::log2(cells), 6e8, 6.5e11),
+                     return Estimate{.seconds = seconds_at(c, cells * std::log2(cells), 1e9, 6.5e11),
                                      .basis = std::to_string(g->second.grid->grid_size) + "^2 cells"};
                    });
 }

@@ -45,16 +45,7 @@ class ImageToGrid : public DeclaredStage<decl> {
       for (int x = 0; x < n; ++x) dst[x] = ((x + y) % 2) ? -src[x] : src[x];
     });
     // Along v only the image's columns hold data; then every row along u. FFTW_ESTIMATE: one use.
-    auto* c0 = fftw::as_fftw(cells + off);
-    auto col_plan = fftw::plan_or_throw(
-        0, [&] { return fftwf_plan_many_dft(1, &N, n, c0, nullptr, N, 1, c0, nullptr, N, 1, FFTW_BACKWARD, FFTW_ESTIMATE); },
-        "the model FFT along v");
-    auto* r0 = fftw::as_fftw(cells);
-    auto row_plan = fftw::plan_or_throw(
-        0, [&] { return fftwf_plan_many_dft(1, &N, N, r0, nullptr, 1, N, r0, nullptr, 1, N, FFTW_BACKWARD, FFTW_ESTIMATE); },
-        "the model FFT along u");
-    fftwf_execute(col_plan.get());
-    fftwf_execute(row_plan.get());
+    fftw::PrunedFft(cells, N, FFTW_BACKWARD, {{0, N}}, {{off, off + n}}, FFTW_ESTIMATE).run();
     tbb::parallel_for(0, N, [&](int v) {
       cfloat* row = cells + std::size_t(v) * N;
       for (int u = (v + 1) % 2; u < N; u += 2) row[u] = -row[u];

@@ -1,5 +1,6 @@
 #include "stages/shared/fftw.hpp"
 
+#include <oneapi/tbb/enumerable_thread_specific.h>
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/task_arena.h>
@@ -113,6 +114,49 @@ Buffer alloc(std::size_t n) {
   auto* p = reinterpret_cast<cfloat*>(fftwf_alloc_complex(n));
   if (!p && n) throw OutOfMemory(n * sizeof(cfloat), "an FFTW buffer of " + std::to_string(n) + " complex values");
   return Buffer(p);
+}
+
+PrunedFft::PrunedFft(cfloat* buf, int n, int sign, Bands rows, Bands cols, unsigned flags)
+    : buf_(buf), n_(n), sign_(sign), rows_(std::move(rows)), cols_(std::move(cols)) {
+  // Planned on scratch: FFTW_MEASURE overwrites its arrays. Rows lie at any multiple of 8 bytes.
+  auto scratch = alloc(std::size_t(n) * kChunk);
+  auto* p = as_fftw(scratch.get());
+  row_ = plan_or_throw(
+      1, [&] { return fftwf_plan_many_dft(1, &n, 1, p, nullptr, 1, n, p, nullptr, 1, n, sign, flags | FFTW_UNALIGNED); },
+      "the FFT along u");
+  col_ = plan_or_throw(
+      1, [&] { return fftwf_plan_many_dft(1, &n, kChunk, p, nullptr, 1, n, p, nullptr, 1, n, sign, flags); },
+      "the FFT along v");
+}
+
+void PrunedFft::run() const {
+  if (sign_ == FFTW_FORWARD) run_rows(), run_cols();
+  else run_cols(), run_rows();
+}
+
+void PrunedFft::run_rows() const {
+  for (auto [a, b] : rows_)
+    tbb::parallel_for(a, b, [&](int r) {
+      auto* row = as_fftw(buf_ + std::size_t(r) * n_);
+      fftwf_execute_dft(row_.get(), row, row);
+    });
+}
+
+void PrunedFft::run_cols() const {
+  const std::size_t n = n_;
+  // A thread's chunk buffer serves all its chunks: allocated per chunk, fresh pages were zeroed by
+  // the kernel each time.
+  tbb::enumerable_thread_specific<Buffer> scratch([n] { return alloc(n * kChunk); });
+  for (auto [a, b] : cols_)
+    tbb::parallel_for(0, (b - a + kChunk - 1) / kChunk, [&](int chunk) {
+      const int c0 = a + chunk * kChunk, nc = std::min(kChunk, b - c0);
+      cfloat* tmp = scratch.local().get();
+      for (std::size_t r = 0; r < n; ++r)
+        for (int c = 0; c < kChunk; ++c) tmp[c * n + r] = c < nc ? buf_[r * n + c0 + c] : cfloat(0);
+      fftwf_execute_dft(col_.get(), as_fftw(tmp), as_fftw(tmp));
+      for (std::size_t r = 0; r < n; ++r)
+        for (int c = 0; c < nc; ++c) buf_[r * n + c0 + c] = tmp[c * n + r];
+    });
 }
 
 }  // namespace uvflow::fftw

@@ -86,7 +86,7 @@ Layout sort_visibilities(const float* u, const float* v, const float* w, std::si
 }
 
 // Index bands [first, last) of one grid axis holding the unwrapped indices lo..hi.
-using Bands = std::vector<std::pair<int, int>>;
+using fftw::Bands;
 Bands wrapped(int lo, int hi, int ng) {
   if (hi < lo) return {};
   if (hi - lo + 1 >= ng) return {{0, ng}};
@@ -94,60 +94,6 @@ Bands wrapped(int lo, int hi, int ng) {
   if (a <= b) return {{a, b + 1}};
   return {{0, b + 1}, {a, ng}};
 }
-
-// A 2-D FFT of the ng x ng buffer that transforms only what matters: along u (rows) only the
-// rows in `rows`, along v (columns) only the columns in `cols`. Forward (gridding): rows first,
-// the rows that hold data, then the columns the image keeps. Backward (degridding): the image's
-// columns first, then the rows the visibilities read. The result is exact where it is read.
-// Single-threaded 1-D plans (measured on scratch, so planning takes well under a second) run on
-// oneTBB tasks: rows in place, columns kChunk at a time through a contiguous copy, which reads
-// whole cache lines where a strided transform would read 8 bytes of each.
-class PrunedFft {
- public:
-  static constexpr int kChunk = 8;
-  PrunedFft(cfloat* buf, int ng, int sign, Bands rows, Bands cols)
-      : buf_(buf), ng_(ng), sign_(sign), rows_(std::move(rows)), cols_(std::move(cols)) {
-    auto scratch = fftw::alloc(std::size_t(ng) * kChunk);
-    auto* p = fftw::as_fftw(scratch.get());
-    int n = ng;
-    row_ = fftw::plan_or_throw(
-        1, [&] { return fftwf_plan_many_dft(1, &n, 1, p, nullptr, 1, n, p, nullptr, 1, n, sign, FFTW_MEASURE | FFTW_UNALIGNED); },
-        "the w-stacking row FFT");
-    col_ = fftw::plan_or_throw(
-        1, [&] { return fftwf_plan_many_dft(1, &n, kChunk, p, nullptr, 1, n, p, nullptr, 1, n, sign, FFTW_MEASURE); },
-        "the w-stacking column FFT");
-  }
-  void run() const {
-    if (sign_ == FFTW_FORWARD) run_rows(), run_cols();
-    else run_cols(), run_rows();
-  }
-
- private:
-  void run_rows() const {
-    for (auto [a, b] : rows_)
-      tbb::parallel_for(a, b, [&](int r) {
-        auto* row = fftw::as_fftw(buf_ + std::size_t(r) * ng_);
-        fftwf_execute_dft(row_.get(), row, row);
-      });
-  }
-  void run_cols() const {
-    const std::size_t ng = ng_;
-    for (auto [a, b] : cols_)
-      tbb::parallel_for(0, (b - a + kChunk - 1) / kChunk, [&](int chunk) {
-        const int c0 = a + chunk * kChunk, nc = std::min(kChunk, b - c0);
-        auto tmp = fftw::alloc(ng * kChunk);
-        for (std::size_t r = 0; r < ng; ++r)
-          for (int c = 0; c < kChunk; ++c) tmp[c * ng + r] = c < nc ? buf_[r * ng + c0 + c] : cfloat(0);
-        fftwf_execute_dft(col_.get(), fftw::as_fftw(tmp.get()), fftw::as_fftw(tmp.get()));
-        for (std::size_t r = 0; r < ng; ++r)
-          for (int c = 0; c < nc; ++c) buf_[r * ng + c0 + c] = tmp[c * ng + r];
-      });
-  }
-  cfloat* buf_;
-  int ng_, sign_;
-  Bands rows_, cols_;
-  fftw::Plan row_, col_;
-};
 
 // Per quarter pixel (|X|, |Y|), everything the screens need: n - 1 depends on |X| and |Y| only.
 struct Screens {
@@ -286,7 +232,8 @@ std::vector<double> Engine::grid(const float* u, const float* v, const float* w,
   t_start = Clock::now();
   auto buf = fftw::alloc(std::size_t(ng) * ng);
   std::vector<std::complex<double>> dgrid(opt_.double_grid ? std::size_t(ng) * ng : 0);
-  const PrunedFft fft(buf.get(), ng, FFTW_FORWARD, wrapped(L.row_lo, L.row_hi, ng), wrapped(-N / 2 + 1, N / 2, ng));
+  const fftw::PrunedFft fft(buf.get(), ng, FFTW_FORWARD, wrapped(L.row_lo, L.row_hi, ng), wrapped(-N / 2 + 1, N / 2, ng),
+                              FFTW_MEASURE);
   st.fft_s = seconds_since(t_start);
 
   auto grid_plane = [&]<class T>(std::complex<T>* g, int p) {
@@ -379,7 +326,8 @@ void Engine::degrid(const float* image, const float* u, const float* v, const fl
 
   t_start = Clock::now();
   auto buf = fftw::alloc(std::size_t(ng) * ng);
-  const PrunedFft fft(buf.get(), ng, FFTW_BACKWARD, wrapped(L.row_lo, L.row_hi, ng), wrapped(-N / 2 + 1, N / 2, ng));
+  const fftw::PrunedFft fft(buf.get(), ng, FFTW_BACKWARD, wrapped(L.row_lo, L.row_hi, ng), wrapped(-N / 2 + 1, N / 2, ng),
+                              FFTW_MEASURE);
   st.fft_s = seconds_since(t_start);
   for (int p = 0; p < pl.count; ++p) {
     const int p_lo = std::max(0, p - W + 1), p_hi = std::min(p, pl.count - W);
