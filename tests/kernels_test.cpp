@@ -15,6 +15,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <sstream>
@@ -622,8 +624,9 @@ TEST(FftwWisdom, ExportMakesTheFolderAndLeavesAnUnchangedFileAlone) {
 
 // fftw::PrunedFft against the 2-D DFT from its definition, in double, where its result is read:
 // forward, every row of the kept columns, the input zero outside the row bands; backward, every
-// column of the kept rows, the input zero outside the column bands. Sizes and bands at random
-// (widths that are not multiples of kChunk, one or two bands, the last column and row included).
+// column of the kept rows, the input zero outside the column bands; forward from a source to a
+// sink, and backward from a source. Sizes and bands at random (widths that are not multiples of kChunk, one or two bands, the
+// last column and row included).
 TEST(PrunedFft, MatchesTheDirectDftWhereItIsRead) {
   constexpr double kPi = 3.14159265358979323846;
   for (std::uint64_t seed : seeds(20261205)) {
@@ -654,23 +657,82 @@ TEST(PrunedFft, MatchesTheDirectDftWhereItIsRead) {
           buf[std::size_t(y) * n + x] = data ? cfloat(z(rng), z(rng)) : cfloat(0);
         }
       const std::vector<cfloat> input(buf.get(), buf.get() + std::size_t(n) * n);
-      fftw::PrunedFft(buf.get(), n, sign, rows, cols, FFTW_ESTIMATE).run();
+      // The reference where the result is read: (row, column) -> DFT.
+      auto dft = [&](int ky, int kx) {
+        std::complex<double> sum = 0;
+        for (int y = 0; y < n; ++y)
+          for (int x = 0; x < n; ++x)
+            sum += std::complex<double>(input[std::size_t(y) * n + x]) *
+                   std::polar(1.0, sign * 2 * kPi * double((long(kx) * x + long(ky) * y) % n) / n);
+        return sum;
+      };
+      auto expect_close = [](double err2, double ref2, const char* what) {
+        if (ref2 > 0) {
+          EXPECT_LT(std::sqrt(err2 / ref2), 1e-5) << what;
+        }
+      };
 
+      fftw::PrunedFft(buf.get(), n, sign, rows, cols, FFTW_ESTIMATE).run();
       double err2 = 0, ref2 = 0;
       for (int ky = 0; ky < n; ++ky)
         for (int kx = 0; kx < n; ++kx) {
           if (!(sign == FFTW_FORWARD ? in_bands(cols, kx) : in_bands(rows, ky))) continue;
-          std::complex<double> sum = 0;
-          for (int y = 0; y < n; ++y)
-            for (int x = 0; x < n; ++x)
-              sum += std::complex<double>(input[std::size_t(y) * n + x]) *
-                     std::polar(1.0, sign * 2 * kPi * double((long(kx) * x + long(ky) * y) % n) / n);
-          err2 += std::norm(std::complex<double>(buf[std::size_t(ky) * n + kx]) - sum);
-          ref2 += std::norm(sum);
+          const std::complex<double> ref = dft(ky, kx);
+          err2 += std::norm(std::complex<double>(buf[std::size_t(ky) * n + kx]) - ref);
+          ref2 += std::norm(ref);
         }
-      if (ref2 > 0) {
-        EXPECT_LT(std::sqrt(err2 / ref2), 1e-5) << "relative RMS error where read";
+      expect_close(err2, ref2, "in place: relative RMS error where read");
+
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      std::fill(buf.get(), buf.get() + std::size_t(n) * n, cfloat(nan, nan));
+      if (sign == FFTW_BACKWARD) {
+        // From a source, into a buffer that was never set: every column with data is asked for once,
+        // the others are zeroed where they are read (NaN there would reach the result).
+        std::vector<int> asked(n, 0);
+        std::mutex m;
+        fftw::PrunedFft(buf.get(), n, sign, rows, cols, FFTW_ESTIMATE).run([&](int c0, int nc, cfloat* values) {
+          std::lock_guard lk(m);
+          for (int c = 0; c < nc; ++c) {
+            ++asked[c0 + c];
+            for (int y = 0; y < n; ++y) values[std::size_t(c) * n + y] = input[std::size_t(y) * n + c0 + c];
+          }
+        });
+        err2 = ref2 = 0;
+        for (int ky = 0; ky < n; ++ky)
+          for (int kx = 0; kx < n; ++kx) {
+            if (!in_bands(rows, ky)) continue;
+            const std::complex<double> ref = dft(ky, kx);
+            err2 += std::norm(std::complex<double>(buf[std::size_t(ky) * n + kx]) - ref);
+            ref2 += std::norm(ref);
+          }
+        expect_close(err2, ref2, "from a source: relative RMS error where read");
+        for (int x = 0; x < n; ++x) EXPECT_EQ(asked[x], in_bands(cols, x) ? 1 : 0) << "column " << x;
+        continue;
       }
+
+      // From a source to a sink: the buffer's rows without data are neither read nor written (NaN
+      // there would reach the result, and stays), each kept column is handed over once.
+      std::vector<int> handed(n, 0);
+      err2 = ref2 = 0;
+      std::mutex m;
+      fftw::PrunedFft(buf.get(), n, sign, rows, cols, FFTW_ESTIMATE)
+          .run(input.data(), [&](int c0, int nc, const cfloat* values) {
+            std::lock_guard lk(m);
+            for (int c = 0; c < nc; ++c) {
+              ++handed[c0 + c];
+              for (int ky = 0; ky < n; ++ky) {
+                const std::complex<double> ref = dft(ky, c0 + c);
+                err2 += std::norm(std::complex<double>(values[std::size_t(c) * n + ky]) - ref);
+                ref2 += std::norm(ref);
+              }
+            }
+          });
+      expect_close(err2, ref2, "source to sink: relative RMS error");
+      for (int x = 0; x < n; ++x) EXPECT_EQ(handed[x], in_bands(cols, x) ? 1 : 0) << "column " << x;
+      for (int y = 0; y < n; ++y)
+        if (!in_bands(rows, y)) {
+          EXPECT_TRUE(std::isnan(buf[std::size_t(y) * n].real())) << "row " << y << " was written";
+        }
     }
   }
 }

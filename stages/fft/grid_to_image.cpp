@@ -50,45 +50,38 @@ class GridToImage : public DeclaredStage<decl> {
     const double norm = in->norm();
     check_norm(norm);
 
-    // The input is shared: scale and shift into FFTW's buffer, noting which rows hold data.
-    auto buf = fftw::alloc(std::size_t(N) * N);
+    // The rows that hold data: the others are neither read nor transformed.
     const cfloat* cells = in->cells.host_data();
-    const float inv = float(1.0 / norm);
     std::vector<char> has_data(N);
     tbb::parallel_for(0, N, [&](int v) {
-      const cfloat* src = cells + std::size_t(v) * N;
-      cfloat* dst = buf.get() + std::size_t(v) * N;
-      const float s = (v % 2) ? -inv : inv;
-      bool any = false;
-      for (int u = 0; u < N; u += 2) {
-        dst[u] = src[u] * s;
-        dst[u + 1] = src[u + 1] * -s;
-        any |= (src[u] != cfloat(0)) | (src[u + 1] != cfloat(0));
-      }
-      has_data[v] = any;
+      const cfloat* row = cells + std::size_t(v) * N;
+      has_data[v] = std::any_of(row, row + N, [](cfloat c) { return c != cfloat(0); });
     });
     const int v_lo = int(std::find(has_data.begin(), has_data.end(), 1) - has_data.begin());
     const int v_hi = N - 1 - int(std::find(has_data.rbegin(), has_data.rend(), 1) - has_data.rbegin());
-
-    // Rows outside the gridded band stay zero, and only the cropped columns are transformed along
-    // v. FFTW_ESTIMATE: the transform runs once per run.
-    const int off = (N - n) / 2;
     fftw::Bands rows;
     if (v_lo <= v_hi) rows.push_back({v_lo, v_hi + 1});
-    fftw::PrunedFft(buf.get(), N, FFTW_FORWARD, std::move(rows), {{off, off + n}}, FFTW_ESTIMATE).run();
 
+    // The factors (-1)^(u+v) shift the transform by N/2 along both axes, so pixel (x, y) is
+    // (-1)^(x+y) Re(F[y + h][x + h]) / norm, F the plain transform of the grid and h = off + N/2
+    // (mod N): the grid is transformed as it is, and the image taken from the columns as they come
+    // out, with no pass to fill a buffer or to crop (as the cuda backend does). FFTW_ESTIMATE: the
+    // transform runs once per run.
+    const int off = (N - n) / 2, h = (off + N / 2) % N;
+    const fftw::Bands cols = h + n <= N ? fftw::Bands{{h, h + n}} : fftw::Bands{{0, h + n - N}, {h, N}};
+    auto buf = fftw::alloc(std::size_t(N) * N);  // only the rows with data are written
     auto img = std::make_shared<Image>();
     img->nx = img->ny = n;
     img->pixels = Array<float>::host(std::size_t(n) * n, pinned_);
     float* out = img->pixels.data();
-    // (-1)^((x+off) + (y+off)) = (-1)^(x+y).
-    tbb::parallel_for(0, n, [&](int y) {
-      const cfloat* src = buf.get() + std::size_t(y + off) * N + off;
-      float* dst = out + std::size_t(y) * n;
-      const float s = (y % 2) ? -1.0f : 1.0f;
-      for (int x = 0; x < n; x += 2) {
-        dst[x] = src[x].real() * s;
-        dst[x + 1] = src[x + 1].real() * -s;
+    const float inv = float(1.0 / norm);
+    const fftw::PrunedFft fft(buf.get(), N, FFTW_FORWARD, std::move(rows), cols, FFTW_ESTIMATE);
+    fft.run(cells, [&](int c0, int nc, const cfloat* values) {
+      const int x0 = (c0 - h + N) % N;
+      for (int y = 0, r = h; y < n; ++y, r = r + 1 == N ? 0 : r + 1) {
+        float* dst = out + std::size_t(y) * n + x0;
+        const float s = (x0 + y) % 2 ? -inv : inv;
+        for (int c = 0; c < nc; ++c) dst[c] = values[std::size_t(c) * N + r].real() * (c % 2 ? -s : s);
       }
     });
 
@@ -102,16 +95,16 @@ class GridToImage : public DeclaredStage<decl> {
 
 }  // namespace
 
-// The estimate (choose: auto): N^2 log2 N^2 for the grid's N^2 cells, at 1e9 per second per core on
-// the VM (2460^2 in 43-46 ms, 18000^2 in 3.9-7.1 s on 2 cores, most of it the passes that fill the
-// transform's buffer and crop the image) and 6.5e11 on the H100 (18000^2 in 14 ms).
+// The estimate (choose: auto): N^2 log2 N^2 for the grid's N^2 cells, at 2.2e9 per second per core
+// on the VM (2460^2 in 30-31 ms, 18000^2 in 1.75-1.95 s on 2 cores) and 6.5e11 on the H100 (18000^2
+// in 14 ms).
 StageSpec spec() {
   return decl.spec({cpu_backend<GridToImage>(), UVFLOW_CUDA_BACKEND(make_cuda)},
                    [](const Params&, const PortShapes& in, const EstimateContext& c) {
                      auto g = in.find(grid.name);
                      if (g == in.end() || !g->second.grid) throw InputError("input 'grid': its size is not known");
                      const double cells = double(g->second.grid->grid_size) * g->second.grid->grid_size;
-                     return Estimate{.seconds = seconds_at(c, cells * std::log2(cells), 1e9, 6.5e11),
+                     return Estimate{.seconds = seconds_at(c, cells * std::log2(cells), 2.2e9, 6.5e11),
                                      .basis = std::to_string(g->second.grid->grid_size) + "^2 cells"};
                    });
 }

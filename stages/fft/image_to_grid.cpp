@@ -35,21 +35,28 @@ class ImageToGrid : public DeclaredStage<decl> {
     check_model(*img, *ks);
     const int N = ks->geom.grid_size, n = img->nx, off = (N - n) / 2;
 
-    auto out = std::make_shared<Grid>(Grid::zeros_on_host(ks->geom, nullptr));
-    cfloat* cells = out->cells.data();
+    // The image times (-1)^(x+y), its centre moved to element 0, transformed, times (-1)^(u+v):
+    // the last factors shift the transform's input by N/2 along both axes, so the grid is the plain
+    // transform of the signed image placed at h = off + N/2 (mod N). Its columns come straight from
+    // the image and the rest of the grid is zeroed row by row as it is transformed: no pass to
+    // clear the grid, embed the image or flip signs. FFTW_ESTIMATE: one use.
+    const int h = (off + N / 2) % N;
+    auto out = std::make_shared<Grid>();
+    out->geom = ks->geom;
+    out->cells = Array<cfloat>::host(std::size_t(N) * N);
+    out->totals = Array<double>::host(3);
+    std::fill(out->totals.begin(), out->totals.end(), 0.0);
     const float* pixels = img->pixels.host_data();
-    // (-1)^((x+off) + (y+off)) = (-1)^(x+y): the shift of the image centre to element 0.
-    tbb::parallel_for(0, n, [&](int y) {
-      cfloat* dst = cells + std::size_t(y + off) * N + off;
-      const float* src = pixels + std::size_t(y) * n;
-      for (int x = 0; x < n; ++x) dst[x] = ((x + y) % 2) ? -src[x] : src[x];
-    });
-    // Along v only the image's columns hold data; then every row along u. FFTW_ESTIMATE: one use.
-    fftw::PrunedFft(cells, N, FFTW_BACKWARD, {{0, N}}, {{off, off + n}}, FFTW_ESTIMATE).run();
-    tbb::parallel_for(0, N, [&](int v) {
-      cfloat* row = cells + std::size_t(v) * N;
-      for (int u = (v + 1) % 2; u < N; u += 2) row[u] = -row[u];
-    });
+    const fftw::Bands cols = h + n <= N ? fftw::Bands{{h, h + n}} : fftw::Bands{{0, h + n - N}, {h, N}};
+    fftw::PrunedFft(out->cells.data(), N, FFTW_BACKWARD, {{0, N}}, cols, FFTW_ESTIMATE)
+        .run([&](int c0, int nc, cfloat* values) {
+          const int x0 = (c0 - h + N) % N, gap = (h + n) % N;  // rows [gap, h) hold no pixel
+          for (int c = 0; c < nc; ++c) std::fill(values + std::size_t(c) * N + gap, values + std::size_t(c) * N + h, cfloat(0));
+          for (int y = 0, r = h; y < n; ++y, r = r + 1 == N ? 0 : r + 1) {
+            const float* src = pixels + std::size_t(y) * n + x0;
+            for (int c = 0; c < nc; ++c) values[std::size_t(c) * N + r] = (x0 + c + y) % 2 ? -src[c] : src[c];
+          }
+        });
     ctx.emit(grid, out);
   }
 };
