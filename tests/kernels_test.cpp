@@ -625,114 +625,102 @@ TEST(FftwWisdom, ExportMakesTheFolderAndLeavesAnUnchangedFileAlone) {
 // fftw::PrunedFft against the 2-D DFT from its definition, in double, where its result is read:
 // forward, every row of the kept columns, the input zero outside the row bands; backward, every
 // column of the kept rows, the input zero outside the column bands; forward from a source to a
-// sink, and backward from a source. Sizes and bands at random (widths that are not multiples of kChunk, one or two bands, the
-// last column and row included).
+// sink, and backward from a source. Sizes (nx and ny apart) and bands at random: widths that are
+// not multiples of kChunk, one or two bands, the last column and row included.
 TEST(PrunedFft, MatchesTheDirectDftWhereItIsRead) {
   constexpr double kPi = 3.14159265358979323846;
   for (std::uint64_t seed : seeds(20261205)) {
     SCOPED_TRACE("seed " + std::to_string(seed) + " (UVFLOW_TEST_SEED replays it)");
     std::mt19937_64 rng(seed);
     for (int trial = 0; trial < 6; ++trial) {
-      const int n = std::uniform_int_distribution<int>(2, 70)(rng);
+      const int nx = std::uniform_int_distribution<int>(2, 70)(rng), ny = std::uniform_int_distribution<int>(2, 70)(rng);
       const int sign = trial % 2 ? FFTW_BACKWARD : FFTW_FORWARD;
-      auto bands = [&] {  // one band [a, b)
+      auto band = [&](int n) {  // one band [a, b)
         const int a = std::uniform_int_distribution<int>(0, n - 1)(rng);
         return fftw::Bands{{a, std::uniform_int_distribution<int>(a + 1, n)(rng)}};
       };
-      fftw::Bands rows = bands(), cols = bands();
-      if (trial >= 4) {  // two bands, the first and the last rows (or columns): a band wrapping the edge
+      auto two_bands = [&](int n) {  // the first and the last: a band wrapping around the edge
         const int cut = std::uniform_int_distribution<int>(1, std::max(1, n - 1))(rng);
-        const fftw::Bands two{{0, cut / 2 + 1}, {std::min(n - 1, cut + 1), n}};
-        (sign == FFTW_FORWARD ? rows : cols) = two;
-      }
+        return fftw::Bands{{0, cut / 2 + 1}, {std::min(n - 1, cut + 1), n}};
+      };
+      // The bands where data is: rows forward, columns backward.
+      const bool two = trial >= 4;
+      const fftw::Bands rows = two && sign == FFTW_FORWARD ? two_bands(ny) : band(ny);
+      const fftw::Bands cols = two && sign == FFTW_BACKWARD ? two_bands(nx) : band(nx);
       auto in_bands = [](const fftw::Bands& b, int i) {
         return std::any_of(b.begin(), b.end(), [i](auto r) { return i >= r.first && i < r.second; });
       };
-      SCOPED_TRACE("n " + std::to_string(n) + (sign == FFTW_FORWARD ? ", forward" : ", backward"));
+      SCOPED_TRACE(std::to_string(nx) + " x " + std::to_string(ny) + (sign == FFTW_FORWARD ? ", forward" : ", backward"));
       std::normal_distribution<float> z;
-      auto buf = fftw::alloc(std::size_t(n) * n);
-      for (int y = 0; y < n; ++y)
-        for (int x = 0; x < n; ++x) {
+      const std::size_t cells = std::size_t(nx) * ny;
+      auto buf = fftw::alloc(cells);
+      for (int y = 0; y < ny; ++y)
+        for (int x = 0; x < nx; ++x) {
           const bool data = sign == FFTW_FORWARD ? in_bands(rows, y) : in_bands(cols, x);
-          buf[std::size_t(y) * n + x] = data ? cfloat(z(rng), z(rng)) : cfloat(0);
+          buf[std::size_t(y) * nx + x] = data ? cfloat(z(rng), z(rng)) : cfloat(0);
         }
-      const std::vector<cfloat> input(buf.get(), buf.get() + std::size_t(n) * n);
-      // The reference where the result is read: (row, column) -> DFT.
-      auto dft = [&](int ky, int kx) {
+      const std::vector<cfloat> input(buf.get(), buf.get() + cells);
+      auto dft = [&](int ky, int kx) {  // the reference at (row, column)
         std::complex<double> sum = 0;
-        for (int y = 0; y < n; ++y)
-          for (int x = 0; x < n; ++x)
-            sum += std::complex<double>(input[std::size_t(y) * n + x]) *
-                   std::polar(1.0, sign * 2 * kPi * double((long(kx) * x + long(ky) * y) % n) / n);
+        for (int y = 0; y < ny; ++y)
+          for (int x = 0; x < nx; ++x)
+            sum += std::complex<double>(input[std::size_t(y) * nx + x]) *
+                   std::polar(1.0, sign * 2 * kPi * (double(long(kx) * x % nx) / nx + double(long(ky) * y % ny) / ny));
         return sum;
       };
-      auto expect_close = [](double err2, double ref2, const char* what) {
+      // Relative RMS error of `at` (row, column -> result) over the cells where the result is read.
+      auto expect_close = [&](auto at, const char* what) {
+        double err2 = 0, ref2 = 0;
+        for (int ky = 0; ky < ny; ++ky)
+          for (int kx = 0; kx < nx; ++kx) {
+            if (!(sign == FFTW_FORWARD ? in_bands(cols, kx) : in_bands(rows, ky))) continue;
+            const std::complex<double> ref = dft(ky, kx);
+            err2 += std::norm(std::complex<double>(at(ky, kx)) - ref);
+            ref2 += std::norm(ref);
+          }
         if (ref2 > 0) {
           EXPECT_LT(std::sqrt(err2 / ref2), 1e-5) << what;
         }
       };
+      auto in_buffer = [&](int ky, int kx) { return buf[std::size_t(ky) * nx + kx]; };
 
-      fftw::PrunedFft(buf.get(), n, sign, rows, cols, FFTW_ESTIMATE).run();
-      double err2 = 0, ref2 = 0;
-      for (int ky = 0; ky < n; ++ky)
-        for (int kx = 0; kx < n; ++kx) {
-          if (!(sign == FFTW_FORWARD ? in_bands(cols, kx) : in_bands(rows, ky))) continue;
-          const std::complex<double> ref = dft(ky, kx);
-          err2 += std::norm(std::complex<double>(buf[std::size_t(ky) * n + kx]) - ref);
-          ref2 += std::norm(ref);
-        }
-      expect_close(err2, ref2, "in place: relative RMS error where read");
+      fftw::PrunedFft(buf.get(), nx, ny, sign, rows, cols, FFTW_ESTIMATE).run();
+      expect_close(in_buffer, "in place");
 
+      // From a source: NaN in every cell the transform must neither read nor write.
       const float nan = std::numeric_limits<float>::quiet_NaN();
-      std::fill(buf.get(), buf.get() + std::size_t(n) * n, cfloat(nan, nan));
+      std::fill(buf.get(), buf.get() + cells, cfloat(nan, nan));
+      std::vector<int> handed(nx, 0);
+      std::mutex m;
       if (sign == FFTW_BACKWARD) {
-        // From a source, into a buffer that was never set: every column with data is asked for once,
-        // the others are zeroed where they are read (NaN there would reach the result).
-        std::vector<int> asked(n, 0);
-        std::mutex m;
-        fftw::PrunedFft(buf.get(), n, sign, rows, cols, FFTW_ESTIMATE).run([&](int c0, int nc, cfloat* values) {
+        // Into a buffer never set: each column with data is asked for once, the others are zeroed
+        // where they are read.
+        fftw::PrunedFft(buf.get(), nx, ny, sign, rows, cols, FFTW_ESTIMATE).run([&](int c0, int nc, cfloat* values) {
           std::lock_guard lk(m);
           for (int c = 0; c < nc; ++c) {
-            ++asked[c0 + c];
-            for (int y = 0; y < n; ++y) values[std::size_t(c) * n + y] = input[std::size_t(y) * n + c0 + c];
+            ++handed[c0 + c];
+            for (int y = 0; y < ny; ++y) values[std::size_t(c) * ny + y] = input[std::size_t(y) * nx + c0 + c];
           }
         });
-        err2 = ref2 = 0;
-        for (int ky = 0; ky < n; ++ky)
-          for (int kx = 0; kx < n; ++kx) {
-            if (!in_bands(rows, ky)) continue;
-            const std::complex<double> ref = dft(ky, kx);
-            err2 += std::norm(std::complex<double>(buf[std::size_t(ky) * n + kx]) - ref);
-            ref2 += std::norm(ref);
-          }
-        expect_close(err2, ref2, "from a source: relative RMS error where read");
-        for (int x = 0; x < n; ++x) EXPECT_EQ(asked[x], in_bands(cols, x) ? 1 : 0) << "column " << x;
-        continue;
-      }
-
-      // From a source to a sink: the buffer's rows without data are neither read nor written (NaN
-      // there would reach the result, and stays), each kept column is handed over once.
-      std::vector<int> handed(n, 0);
-      err2 = ref2 = 0;
-      std::mutex m;
-      fftw::PrunedFft(buf.get(), n, sign, rows, cols, FFTW_ESTIMATE)
-          .run(input.data(), [&](int c0, int nc, const cfloat* values) {
-            std::lock_guard lk(m);
-            for (int c = 0; c < nc; ++c) {
-              ++handed[c0 + c];
-              for (int ky = 0; ky < n; ++ky) {
-                const std::complex<double> ref = dft(ky, c0 + c);
-                err2 += std::norm(std::complex<double>(values[std::size_t(c) * n + ky]) - ref);
-                ref2 += std::norm(ref);
+        expect_close(in_buffer, "backward from a source");
+      } else {
+        // To a sink: the buffer's rows without data stay untouched, each kept column is handed over once.
+        std::vector<cfloat> out(cells);
+        fftw::PrunedFft(buf.get(), nx, ny, sign, rows, cols, FFTW_ESTIMATE)
+            .run(input.data(), [&](int c0, int nc, const cfloat* values) {
+              std::lock_guard lk(m);
+              for (int c = 0; c < nc; ++c) {
+                ++handed[c0 + c];
+                for (int y = 0; y < ny; ++y) out[std::size_t(y) * nx + c0 + c] = values[std::size_t(c) * ny + y];
               }
-            }
-          });
-      expect_close(err2, ref2, "source to sink: relative RMS error");
-      for (int x = 0; x < n; ++x) EXPECT_EQ(handed[x], in_bands(cols, x) ? 1 : 0) << "column " << x;
-      for (int y = 0; y < n; ++y)
-        if (!in_bands(rows, y)) {
-          EXPECT_TRUE(std::isnan(buf[std::size_t(y) * n].real())) << "row " << y << " was written";
-        }
+            });
+        expect_close([&](int ky, int kx) { return out[std::size_t(ky) * nx + kx]; }, "forward to a sink");
+        for (int y = 0; y < ny; ++y)
+          if (!in_bands(rows, y)) {
+            EXPECT_TRUE(std::isnan(buf[std::size_t(y) * nx].real())) << "row " << y << " was written";
+          }
+      }
+      for (int x = 0; x < nx; ++x) EXPECT_EQ(handed[x], in_bands(cols, x) ? 1 : 0) << "column " << x;
     }
   }
 }

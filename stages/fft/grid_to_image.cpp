@@ -75,7 +75,7 @@ class GridToImage : public DeclaredStage<decl> {
     img->pixels = Array<float>::host(std::size_t(n) * n, pinned_);
     float* out = img->pixels.data();
     const float inv = float(1.0 / norm);
-    const fftw::PrunedFft fft(buf.get(), N, FFTW_FORWARD, std::move(rows), cols, FFTW_ESTIMATE);
+    const fftw::PrunedFft fft(buf.get(), N, N, FFTW_FORWARD, std::move(rows), cols, FFTW_ESTIMATE);
     fft.run(cells, [&](int c0, int nc, const cfloat* values) {
       const int x0 = (c0 - h + N) % N;
       for (int y = 0, r = h; y < n; ++y, r = r + 1 == N ? 0 : r + 1) {

@@ -48,7 +48,7 @@ class ImageToGrid : public DeclaredStage<decl> {
     std::fill(out->totals.begin(), out->totals.end(), 0.0);
     const float* pixels = img->pixels.host_data();
     const fftw::Bands cols = h + n <= N ? fftw::Bands{{h, h + n}} : fftw::Bands{{0, h + n - N}, {h, N}};
-    fftw::PrunedFft(out->cells.data(), N, FFTW_BACKWARD, {{0, N}}, cols, FFTW_ESTIMATE)
+    fftw::PrunedFft(out->cells.data(), N, N, FFTW_BACKWARD, {{0, N}}, cols, FFTW_ESTIMATE)
         .run([&](int c0, int nc, cfloat* values) {
           const int x0 = (c0 - h + N) % N, gap = (h + n) % N;  // rows [gap, h) hold no pixel
           for (int c = 0; c < nc; ++c) std::fill(values + std::size_t(c) * N + gap, values + std::size_t(c) * N + h, cfloat(0));

@@ -116,16 +116,16 @@ Buffer alloc(std::size_t n) {
   return Buffer(p);
 }
 
-PrunedFft::PrunedFft(cfloat* buf, int n, int sign, Bands rows, Bands cols, unsigned flags)
-    : buf_(buf), n_(n), sign_(sign), flags_(flags), rows_(std::move(rows)), cols_(std::move(cols)) {
+PrunedFft::PrunedFft(cfloat* buf, int nx, int ny, int sign, Bands rows, Bands cols, unsigned flags)
+    : buf_(buf), nx_(nx), ny_(ny), sign_(sign), flags_(flags), rows_(std::move(rows)), cols_(std::move(cols)) {
   // Planned on scratch: FFTW_MEASURE overwrites its arrays. Rows lie at any multiple of 8 bytes.
-  auto scratch = alloc(std::size_t(n) * kChunk);
+  auto scratch = alloc(std::size_t(std::max(nx, ny)) * kChunk);
   auto* p = as_fftw(scratch.get());
   row_ = plan_or_throw(
-      1, [&] { return fftwf_plan_many_dft(1, &n, 1, p, nullptr, 1, n, p, nullptr, 1, n, sign, flags | FFTW_UNALIGNED); },
+      1, [&] { return fftwf_plan_many_dft(1, &nx, 1, p, nullptr, 1, nx, p, nullptr, 1, nx, sign, flags | FFTW_UNALIGNED); },
       "the FFT along u");
   col_ = plan_or_throw(
-      1, [&] { return fftwf_plan_many_dft(1, &n, kChunk, p, nullptr, 1, n, p, nullptr, 1, n, sign, flags); },
+      1, [&] { return fftwf_plan_many_dft(1, &ny, kChunk, p, nullptr, 1, ny, p, nullptr, 1, ny, sign, flags); },
       "the FFT along v");
 }
 
@@ -136,12 +136,12 @@ void PrunedFft::run() const {
 
 void PrunedFft::run(const cfloat* src, const ColumnSink& sink) const {
   if (sign_ != FFTW_FORWARD) throw std::logic_error("PrunedFft::run(src, sink) transforms forward only");
-  int n = n_;
-  auto scratch = alloc(2 * std::size_t(n));
-  auto *in = as_fftw(scratch.get()), *out = as_fftw(scratch.get() + n);
+  int nx = nx_;
+  auto scratch = alloc(2 * std::size_t(nx));
+  auto *in = as_fftw(scratch.get()), *out = as_fftw(scratch.get() + nx);
   // An out-of-place plan (c2c: FFTW leaves its input as it was).
   const Plan rows = plan_or_throw(
-      1, [&] { return fftwf_plan_many_dft(1, &n, 1, in, nullptr, 1, n, out, nullptr, 1, n, sign_, flags_ | FFTW_UNALIGNED); },
+      1, [&] { return fftwf_plan_many_dft(1, &nx, 1, in, nullptr, 1, nx, out, nullptr, 1, nx, sign_, flags_ | FFTW_UNALIGNED); },
       "the FFT along u");
   run_rows(src, rows, false);
   run_cols(&sink, nullptr);
@@ -156,23 +156,23 @@ void PrunedFft::run(const ColumnSource& source) const {
 void PrunedFft::run_rows(const cfloat* src, const Plan& plan, bool zero_other_columns) const {
   for (auto [a, b] : rows_)
     tbb::parallel_for(a, b, [&](int r) {
-      cfloat* row = buf_ + std::size_t(r) * n_;
+      cfloat* row = buf_ + std::size_t(r) * nx_;
       if (zero_other_columns) {
         int c = 0;
         for (auto [c0, c1] : cols_) std::fill(row + c, row + c0, cfloat(0)), c = c1;
-        std::fill(row + c, row + n_, cfloat(0));
+        std::fill(row + c, row + nx_, cfloat(0));
       }
       fftwf_execute_dft(plan.get(), as_fftw(const_cast<cfloat*>(src) + (row - buf_)), as_fftw(row));
     });
 }
 
 void PrunedFft::run_cols(const ColumnSink* sink, const ColumnSource* source) const {
-  const std::size_t n = n_;
+  const std::size_t nx = nx_, ny = ny_;
   // Forward, only the rows in `rows` hold data; backward, every row of the columns does.
-  const Bands all{{0, n_}}, &from = sign_ == FFTW_FORWARD ? rows_ : all;
+  const Bands all{{0, ny_}}, &from = sign_ == FFTW_FORWARD ? rows_ : all;
   // A thread's chunk buffer serves all its chunks: allocated per chunk, fresh pages were zeroed by
   // the kernel each time.
-  tbb::enumerable_thread_specific<Buffer> scratch([n] { return alloc(n * kChunk); });
+  tbb::enumerable_thread_specific<Buffer> scratch([ny] { return alloc(ny * kChunk); });
   for (auto [a, b] : cols_)
     tbb::parallel_for(0, (b - a + kChunk - 1) / kChunk, [&](int chunk) {
       const int c0 = a + chunk * kChunk, nc = std::min(kChunk, b - c0);
@@ -181,23 +181,23 @@ void PrunedFft::run_cols(const ColumnSink* sink, const ColumnSource* source) con
         (*source)(c0, nc, tmp);
       } else {
         for (int c = 0; c < nc; ++c) {  // rows without data are zero
-          cfloat* col = tmp + c * n;
+          cfloat* col = tmp + c * ny;
           std::size_t r = 0;
           for (auto [r0, r1] : from) std::fill(col + r, col + r0, cfloat(0)), r = r1;
-          std::fill(col + r, col + n, cfloat(0));
+          std::fill(col + r, col + ny, cfloat(0));
         }
         for (auto [r0, r1] : from)
           for (std::size_t r = r0; r < std::size_t(r1); ++r)
-            for (int c = 0; c < nc; ++c) tmp[c * n + r] = buf_[r * n + c0 + c];
+            for (int c = 0; c < nc; ++c) tmp[c * ny + r] = buf_[r * nx + c0 + c];
       }
-      std::fill(tmp + nc * n, tmp + kChunk * n, cfloat(0));  // past the band's last column
+      std::fill(tmp + nc * ny, tmp + kChunk * ny, cfloat(0));  // past the band's last column
       fftwf_execute_dft(col_.get(), as_fftw(tmp), as_fftw(tmp));
       if (sink) {
         (*sink)(c0, nc, tmp);
         return;
       }
-      for (std::size_t r = 0; r < n; ++r)
-        for (int c = 0; c < nc; ++c) buf_[r * n + c0 + c] = tmp[c * n + r];
+      for (std::size_t r = 0; r < ny; ++r)
+        for (int c = 0; c < nc; ++c) buf_[r * nx + c0 + c] = tmp[c * ny + r];
     });
 }
 

@@ -46,11 +46,11 @@ using Buffer = std::unique_ptr<cfloat[], FreeDeleter>;
 Buffer alloc(std::size_t n);
 inline fftwf_complex* as_fftw(cfloat* p) { return reinterpret_cast<fftwf_complex*>(p); }
 
-// Index ranges [first, last) along one axis of a square buffer, ascending and disjoint.
+// Index ranges [first, last) along one axis of a 2-D buffer, ascending and disjoint.
 using Bands = std::vector<std::pair<int, int>>;
 
-// A 2-D FFT of an n x n row-major buffer that transforms only what is read afterwards: along u
-// (rows) the rows in `rows`, along v (columns) the columns in `cols`. Forward (gridding): rows
+// A 2-D FFT of an nx x ny buffer (ny rows of nx) that transforms only what is read afterwards:
+// along u (rows) the rows in `rows`, along v (columns) the columns in `cols`. Forward (gridding): rows
 // first, the rows that hold data (the others are zero and never read), then the columns kept.
 // Backward (degridding): the columns that hold data first, then the rows read. The result is exact
 // where it is read. Single-threaded 1-D plans run on oneTBB tasks: rows in place, columns kChunk
@@ -62,25 +62,25 @@ using Bands = std::vector<std::pair<int, int>>;
 class PrunedFft {
  public:
   static constexpr int kChunk = 16;
-  PrunedFft(cfloat* buf, int n, int sign, Bands rows, Bands cols, unsigned flags);
+  PrunedFft(cfloat* buf, int nx, int ny, int sign, Bands rows, Bands cols, unsigned flags);
   // In place: the buffer holds the input, then the result.
   void run() const;
   // Forward, without the passes that fill the buffer and read the result out of it: the rows are
-  // transformed from `src` (n x n, left as it is) into the buffer, whose other rows are never
+  // transformed from `src` (nx x ny, left as it is) into the buffer, whose other rows are never
   // touched, and each chunk of transformed columns goes to `sink` instead of back into the buffer.
-  using ColumnSink = std::function<void(int c0, int nc, const cfloat* values)>;  // values[c * n + r]
+  using ColumnSink = std::function<void(int c0, int nc, const cfloat* values)>;  // values[c * ny + r]
   void run(const cfloat* src, const ColumnSink& sink) const;
   // Backward, without the passes that fill the buffer: each chunk of columns with data comes from
   // `source` (every row), and the buffer needs no initialisation: its other columns are zeroed row
   // by row before the transform along u.
-  using ColumnSource = std::function<void(int c0, int nc, cfloat* values)>;  // values[c * n + r]
+  using ColumnSource = std::function<void(int c0, int nc, cfloat* values)>;  // values[c * ny + r]
   void run(const ColumnSource& source) const;
 
  private:
   void run_rows(const cfloat* src, const Plan& plan, bool zero_other_columns) const;
   void run_cols(const ColumnSink* sink, const ColumnSource* source) const;
   cfloat* buf_;
-  int n_, sign_;
+  int nx_, ny_, sign_;
   unsigned flags_;
   Bands rows_, cols_;
   Plan row_, col_;

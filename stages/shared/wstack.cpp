@@ -232,7 +232,7 @@ std::vector<double> Engine::grid(const float* u, const float* v, const float* w,
   t_start = Clock::now();
   auto buf = fftw::alloc(std::size_t(ng) * ng);
   std::vector<std::complex<double>> dgrid(opt_.double_grid ? std::size_t(ng) * ng : 0);
-  const fftw::PrunedFft fft(buf.get(), ng, FFTW_FORWARD, wrapped(L.row_lo, L.row_hi, ng), wrapped(-N / 2 + 1, N / 2, ng),
+  const fftw::PrunedFft fft(buf.get(), ng, ng, FFTW_FORWARD, wrapped(L.row_lo, L.row_hi, ng), wrapped(-N / 2 + 1, N / 2, ng),
                               FFTW_MEASURE);
   st.fft_s = seconds_since(t_start);
 
@@ -326,7 +326,7 @@ void Engine::degrid(const float* image, const float* u, const float* v, const fl
 
   t_start = Clock::now();
   auto buf = fftw::alloc(std::size_t(ng) * ng);
-  const fftw::PrunedFft fft(buf.get(), ng, FFTW_BACKWARD, wrapped(L.row_lo, L.row_hi, ng), wrapped(-N / 2 + 1, N / 2, ng),
+  const fftw::PrunedFft fft(buf.get(), ng, ng, FFTW_BACKWARD, wrapped(L.row_lo, L.row_hi, ng), wrapped(-N / 2 + 1, N / 2, ng),
                               FFTW_MEASURE);
   st.fft_s = seconds_since(t_start);
   for (int p = 0; p < pl.count; ++p) {
