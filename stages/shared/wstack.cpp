@@ -232,13 +232,19 @@ std::vector<double> Engine::grid(const float* u, const float* v, const float* w,
   t_start = Clock::now();
   auto buf = fftw::alloc(std::size_t(ng) * ng);
   std::vector<std::complex<double>> dgrid(opt_.double_grid ? std::size_t(ng) * ng : 0);
-  const fftw::PrunedFft fft(buf.get(), ng, ng, FFTW_FORWARD, wrapped(L.row_lo, L.row_hi, ng), wrapped(-N / 2 + 1, N / 2, ng),
-                              FFTW_MEASURE);
+  const Bands rows = wrapped(L.row_lo, L.row_hi, ng);
+  const fftw::PrunedFft fft(buf.get(), ng, ng, FFTW_FORWARD, rows, wrapped(-N / 2 + 1, N / 2, ng), FFTW_MEASURE);
   st.fft_s = seconds_since(t_start);
 
+  // Only the rows visibilities reach are written, and only they are transformed (the others are
+  // never read): each plane clears and copies just those.
+  auto each_row_cell = [&](auto&& f) {
+    for (auto [a, b] : rows)
+      tbb::parallel_for(std::size_t(a) * ng, std::size_t(b) * ng, [&](std::size_t i) { f(i); });
+  };
   auto grid_plane = [&]<class T>(std::complex<T>* g, int p) {
     const int p_lo = std::max(0, p - W + 1);
-    tbb::parallel_for(std::size_t(0), std::size_t(ng) * ng, [&](std::size_t i) { g[i] = 0; });
+    each_row_cell([&](std::size_t i) { g[i] = 0; });
     for (int pass = 0; pass < std::min(2, L.strips); ++pass) {
       tbb::parallel_for(0, (L.strips - pass + 1) / 2, [&](int h) {
         const int s = pass + 2 * h;
@@ -258,7 +264,7 @@ std::vector<double> Engine::grid(const float* u, const float* v, const float* w,
       auto t0 = Clock::now();
       if (opt_.double_grid) {
         grid_plane(dgrid.data(), p);
-        tbb::parallel_for(std::size_t(0), dgrid.size(), [&](std::size_t i) { buf[i] = cfloat(dgrid[i]); });
+        each_row_cell([&](std::size_t i) { buf[i] = cfloat(dgrid[i]); });
       } else {
         grid_plane(buf.get(), p);
       }
@@ -332,21 +338,23 @@ void Engine::degrid(const float* image, const float* u, const float* v, const fl
   for (int p = 0; p < pl.count; ++p) {
     const int p_lo = std::max(0, p - W + 1), p_hi = std::min(p, pl.count - W);
     if (p_lo <= p_hi && L.range(p_lo, p_hi) > 0) {
-      auto t0 = Clock::now();
-      tbb::parallel_for(std::size_t(0), std::size_t(ng) * ng, [&](std::size_t i) { buf[i] = 0; });
-      tbb::parallel_for(0, N, [&](int y) {
-        const int Y = y - N / 2;
-        cfloat* row = buf.get() + std::size_t(wrap(Y, ng)) * ng;
-        const std::complex<double>* ph = scr.phase.data() + std::size_t(std::abs(Y)) * scr.half;
-        const double* in = J.data() + std::size_t(y) * N;
-        for (int x = 0; x < N; ++x) {
-          const int X = N / 2 - x;
-          row[X >= 0 ? X : X + ng] = cfloat(in[x] * std::conj(ph[std::abs(X)]));
+      auto t1 = Clock::now();
+      // The image times the plane's conjugate screen, built straight into each chunk of columns
+      // the transform takes (column q is X = q, or q - ng past N/2; pixel x = N/2 - X; row Y at
+      // wrap(Y)); the rest of the grid is zeroed by the transform where it is read.
+      fft.run([&](int c0, int nc, cfloat* values) {
+        for (int c = 0; c < nc; ++c) std::fill(values + std::size_t(c) * ng, values + std::size_t(c + 1) * ng, cfloat(0));
+        for (int y = 0; y < N; ++y) {
+          const int Y = y - N / 2;
+          const std::size_t r = std::size_t(wrap(Y, ng));
+          const std::complex<double>* ph = scr.phase.data() + std::size_t(std::abs(Y)) * scr.half;
+          const double* in = J.data() + std::size_t(y) * N;
+          for (int c = 0; c < nc; ++c) {
+            const int X = c0 + c <= N / 2 ? c0 + c : c0 + c - ng;
+            values[std::size_t(c) * ng + r] = cfloat(in[N / 2 - X] * std::conj(ph[std::abs(X)]));
+          }
         }
       });
-      auto t1 = Clock::now();
-      st.screen_s += std::chrono::duration<double>(t1 - t0).count();
-      fft.run();
       auto t2 = Clock::now();
       st.fft_s += std::chrono::duration<double>(t2 - t1).count();
       const std::size_t lo = L.start[std::size_t(p_lo) * L.strips], hi = L.start[std::size_t(p_hi + 1) * L.strips];

@@ -44,7 +44,9 @@ struct Planes {
 struct Stats {
   int planes = 0;
   double updates = 0;       // kernel-point updates: visibilities x W^3
-  double sort_s = 0, grid_s = 0, fft_s = 0, screen_s = 0;  // fft_s includes planning
+  // fft_s includes planning and, for the degridder, the screens applied to the columns as the
+  // transform takes them; screen_s the rest of the screens' work.
+  double sort_s = 0, grid_s = 0, fft_s = 0, screen_s = 0;
 };
 
 class Engine;
