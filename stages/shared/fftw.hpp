@@ -75,6 +75,8 @@ class PrunedFft {
   // by row before the transform along u.
   using ColumnSource = std::function<void(int c0, int nc, cfloat* values)>;  // values[c * ny + r]
   void run(const ColumnSource& source) const;
+  // Sinks and sources run in the transform's oneTBB tasks, on chunks of their own, several at once:
+  // they must not start oneTBB work themselves (a thread's chunk buffer would be reused under them).
 
  private:
   void run_rows(const cfloat* src, const Plan& plan, bool zero_other_columns) const;
