@@ -68,7 +68,7 @@ class GridToImage : public DeclaredStage<decl> {
     // out, with no pass to fill a buffer or to crop (as the cuda backend does). FFTW_ESTIMATE: the
     // transform runs once per run.
     const int off = (N - n) / 2, h = (off + N / 2) % N;
-    const fftw::Bands cols = h + n <= N ? fftw::Bands{{h, h + n}} : fftw::Bands{{0, h + n - N}, {h, N}};
+    const fftw::Bands cols = fftw::wrapped(h, h + n - 1, N);
     auto buf = fftw::alloc(std::size_t(N) * N);  // only the rows with data are written
     auto img = std::make_shared<Image>();
     img->nx = img->ny = n;

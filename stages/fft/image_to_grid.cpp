@@ -47,7 +47,7 @@ class ImageToGrid : public DeclaredStage<decl> {
     out->totals = Array<double>::host(3);
     std::fill(out->totals.begin(), out->totals.end(), 0.0);
     const float* pixels = img->pixels.host_data();
-    const fftw::Bands cols = h + n <= N ? fftw::Bands{{h, h + n}} : fftw::Bands{{0, h + n - N}, {h, N}};
+    const fftw::Bands cols = fftw::wrapped(h, h + n - 1, N);
     fftw::PrunedFft(out->cells.data(), N, N, FFTW_BACKWARD, {{0, N}}, cols, FFTW_ESTIMATE)
         .run([&](int c0, int nc, cfloat* values) {
           const int x0 = (c0 - h + N) % N, gap = (h + n) % N;  // rows [gap, h) hold no pixel

@@ -116,6 +116,14 @@ Buffer alloc(std::size_t n) {
   return Buffer(p);
 }
 
+Bands wrapped(int lo, int hi, int n) {
+  if (hi < lo) return {};
+  if (hi - lo + 1 >= n) return {{0, n}};
+  const int a = (lo % n + n) % n, b = (hi % n + n) % n;
+  if (a <= b) return {{a, b + 1}};
+  return {{0, b + 1}, {a, n}};
+}
+
 PrunedFft::PrunedFft(cfloat* buf, int nx, int ny, int sign, Bands rows, Bands cols, unsigned flags)
     : buf_(buf), nx_(nx), ny_(ny), sign_(sign), flags_(flags), rows_(std::move(rows)), cols_(std::move(cols)) {
   // Planned on scratch: FFTW_MEASURE overwrites its arrays. Rows lie at any multiple of 8 bytes.

@@ -48,6 +48,8 @@ inline fftwf_complex* as_fftw(cfloat* p) { return reinterpret_cast<fftwf_complex
 
 // Index ranges [first, last) along one axis of a 2-D buffer, ascending and disjoint.
 using Bands = std::vector<std::pair<int, int>>;
+// The bands of an axis of n that hold the indices lo..hi taken modulo n (two where they wrap).
+Bands wrapped(int lo, int hi, int n);
 
 // A 2-D FFT of an nx x ny buffer (ny rows of nx) that transforms only what is read afterwards:
 // along u (rows) the rows in `rows`, along v (columns) the columns in `cols`. Forward (gridding): rows

@@ -85,15 +85,7 @@ Layout sort_visibilities(const float* u, const float* v, const float* w, std::si
   return L;
 }
 
-// Index bands [first, last) of one grid axis holding the unwrapped indices lo..hi.
-using fftw::Bands;
-Bands wrapped(int lo, int hi, int ng) {
-  if (hi < lo) return {};
-  if (hi - lo + 1 >= ng) return {{0, ng}};
-  const int a = wrap(lo, ng), b = wrap(hi, ng);
-  if (a <= b) return {{a, b + 1}};
-  return {{0, b + 1}, {a, ng}};
-}
+using fftw::Bands, fftw::wrapped;
 
 // Per quarter pixel (|X|, |Y|), everything the screens need: n - 1 depends on |X| and |Y| only.
 struct Screens {
