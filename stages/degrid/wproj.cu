@@ -583,6 +583,7 @@ class WprojDegridderCuda final : public DeclaredStage<decl> {
           max_blocks_ = device::resident_blocks(reinterpret_cast<const void*>(linear_kernel), kWarp * kWarpsPerBlock);
         } else {
           walker_ = locality::walker_launch(reinterpret_cast<const void*>(grouped_kernel), kWalkerWarps);
+          order_stream_ = device::Stream::create();
         }
         break;
       case Design::scatter:
@@ -645,7 +646,7 @@ class WprojDegridderCuda final : public DeclaredStage<decl> {
             linear_kernel<<<grid_blocks(n, kWarp * kWarpsPerBlock), kWarp * kWarpsPerBlock, 0, s>>>(a);
             device::check_launch("degrid.wproj: linear_kernel");
           } else {
-            grouped(a, ks, stream);
+            grouped(a, *block, ks, stream);
           }
           break;
         case Design::scatter:
@@ -681,14 +682,16 @@ class WprojDegridderCuda final : public DeclaredStage<decl> {
   }
 
   // The locality order, then the walker.
-  void grouped(const Args& a, const std::shared_ptr<const KernelStack>& stack, const device::Stream& stream) {
+  void grouped(const Args& a, const VisBlock& block, const std::shared_ptr<const KernelStack>& stack,
+               const device::Stream& stream) {
     auto s = static_cast<cudaStream_t>(stream.native());
     Args at = a;  // the kernels in residue order, with zeros, and their own plane starts (table.start)
     const locality::ResidueTable::View table = table_.of(stack, stream, "degrid.wproj (cuda)");
     at.kernels = table.values;
     at.start = nullptr;
     locality::Order order;
-    order.build({a.g, a.n, a.coords, a.uu, a.vv, a.ww, a.support}, *stack, walker_.ranges, stream, "degrid.wproj (cuda)");
+    order.build({a.g, a.n, a.coords, a.uu, a.vv, a.ww, a.support}, *stack, walker_.ranges, {&block, stack.get()},
+                order_stream_, stream, "degrid.wproj (cuda)");
     grouped_kernel<<<unsigned(walker_.blocks), kWarp * kWalkerWarps, 0, s>>>(
         at, table.start, order.coords(), order.entries(), order.ranges(), order.range_start(), order.next());
     device::check_launch("degrid.wproj: grouped_kernel");
@@ -778,6 +781,7 @@ class WprojDegridderCuda final : public DeclaredStage<decl> {
   Design design_ = Design::uvflow;
   int max_blocks_ = 1;
   locality::WalkerLaunch walker_;
+  device::Stream order_stream_;  // uvflow: the locality orders' (Order::build)
   Array<double> work_;
   locality::ResidueTable table_;  // uvflow
 };

@@ -375,11 +375,13 @@ class AtomicCuda final : public DeclaredStage<decl> {
  private:
   template <class Cell>
   void launch_shapes() {
-    if (uvflow_)
+    if (uvflow_) {
       walker_ = locality::walker_launch(reinterpret_cast<const void*>(grouped_kernel<Cell>), kWalkerWarps);
-    else  // enough blocks to fill every SM once; the grid-stride loop covers larger blocks
+      order_stream_ = device::Stream::create();
+    } else {  // enough blocks to fill every SM once; the grid-stride loop covers larger blocks
       max_blocks_ =
           device::resident_blocks(reinterpret_cast<const void*>(grid_atomic_kernel<Cell>), kWarp * kWarpsPerBlock);
+    }
   }
 
   template <class Cell>
@@ -412,7 +414,7 @@ class AtomicCuda final : public DeclaredStage<decl> {
     const bool placed = block.placed() && block.grid_size == ks->geom.grid_size;
     locality::Order order;
     order.build({a.g, a.n, placed ? block.coords.data() : nullptr, a.uu, a.vv, a.ww, a.support}, *ks,
-                walker_.ranges, stream, "grid.atomic (cuda)");
+                walker_.ranges, {&block, ks.get()}, order_stream_, stream, "grid.atomic (cuda)");
     grouped_kernel<Cell><<<unsigned(walker_.blocks), kWarp * kWalkerWarps, 0,
                      static_cast<cudaStream_t>(stream.native())>>>(ga, order.coords(), order.entries(), order.ranges(),
                                                                    order.range_start(), order.next());
@@ -423,6 +425,7 @@ class AtomicCuda final : public DeclaredStage<decl> {
   bool uvflow_ = false, double_sums_ = false;
   int max_blocks_ = 1;
   locality::WalkerLaunch walker_;
+  device::Stream order_stream_;  // uvflow: the locality orders' (Order::build)
   locality::ResidueTable table_;
   Array<double> work_;
   Array<cfloat> spare_;  // GroupArgs::spare

@@ -114,8 +114,15 @@ unsigned helper_blocks(std::int64_t n) {
 
 }  // namespace
 
-void Order::build(const Source& src, const KernelStack& ks, int ranges, const device::Stream& stream,
-                  const char* who) {
+void Order::build(const Source& src, const KernelStack& ks, int ranges, std::initializer_list<const Payload*> inputs,
+                  const device::Stream& side, const device::Stream& stream, const char* who) {
+  for (const Payload* p : inputs) wait_for_device_input(*p, side);
+  build_on(src, ks, ranges, side, who);
+  stream.wait(side.record());
+}
+
+void Order::build_on(const Source& src, const KernelStack& ks, int ranges, const device::Stream& stream,
+                     const char* who) {
   const auto cuda_check = [who](cudaError_t e, const char* what) { device::check(e, who, what); };
   auto s = static_cast<cudaStream_t>(stream.native());
   const std::int64_t n = src.n;
