@@ -114,9 +114,10 @@ unsigned helper_blocks(std::int64_t n) {
 
 }  // namespace
 
-void Order::build(const Source& src, const KernelStack& ks, int ranges, std::initializer_list<const Payload*> inputs,
+void Order::build(const Source& src, const Payload& block, const KernelStack& ks, int ranges,
                   const device::Stream& side, const device::Stream& stream, const char* who) {
-  for (const Payload* p : inputs) wait_for_device_input(*p, side);
+  wait_for_device_input(block, side);
+  wait_for_device_input(ks, side);
   build_on(src, ks, ranges, side, who);
   stream.wait(side.record());
 }

@@ -24,7 +24,6 @@
 #include <climits>
 #include <cstdint>
 #include <cstring>
-#include <initializer_list>
 #include <memory>
 
 #include "runtime/buffer.hpp"
@@ -70,14 +69,14 @@ struct Entries {
 class Order {
  public:
   // Keys, sort, plane runs, and `ranges` ranges of equal work. Raw blocks are placed here, into
-  // coords() (placed blocks: coords() is theirs). `who` names the stage in errors. The work goes on
-  // `side`, a stream of the stage's own that waits only for `inputs` (the block and the kernels):
+  // coords() (placed blocks: coords() is theirs; src points into `block`). `who` names the stage in
+  // errors. The work goes on `side`, a stream of the stage's own that waits only for `block` and `ks`:
   // on `stream` it would wait for the previous block's walker, while on `side` it runs in that
   // walker's tail, on the SMs it leaves idle (el56-82 on the H200: degrid.wproj 17.27-17.33 ms against
   // 18.46-18.70, grid.atomic 20.41-20.43 against 20.81-20.83; an order takes about 0.5 ms a block).
   // `stream` waits for it.
-  void build(const Source& src, const KernelStack& ks, int ranges, std::initializer_list<const Payload*> inputs,
-             const device::Stream& side, const device::Stream& stream, const char* who);
+  void build(const Source& src, const Payload& block, const KernelStack& ks, int ranges, const device::Stream& side,
+             const device::Stream& stream, const char* who);
   // The arrays are kept until the work queued on `stream` so far is done.
   void release(const device::Stream& stream);
 
