@@ -118,8 +118,9 @@ Buffer alloc(std::size_t n) {
 
 Bands wrapped(int lo, int hi, int n) {
   if (hi < lo) return {};
-  if (hi - lo + 1 >= n) return {{0, n}};
-  const int a = (lo % n + n) % n, b = (hi % n + n) % n;
+  const int a = (lo % n + n) % n;
+  if (hi - lo + 1 >= n) return a == 0 ? Bands{{0, n}} : Bands{{0, a}, {a, n}};  // the whole axis, cut where lo is
+  const int b = (hi % n + n) % n;
   if (a <= b) return {{a, b + 1}};
   return {{0, b + 1}, {a, n}};
 }
