@@ -108,41 +108,96 @@ TEST(DegridWproj, MatchesTheSerialReferenceRawAndPlaced) {
 
 // Re <image_to_grid(I), G> = <I, grid_to_image(G)> * norm: the transform is the adjoint of the
 // imaging transform (grid_to_image divides by the norm and keeps the real part).
+// Padding 1 too: the image fills the grid, and its columns wrap around the grid's whole width (90
+// cells: half the grid is no whole number of the transform's 16-column chunks, so one of them
+// reaches from the last pixel column round to the first).
 TEST(ImageToGrid, IsTheAdjointOfGridToImage) {
-  auto ks = test::wproj_stack(96, 60, 4, 1.25, 200);
-  for (std::uint64_t seed : test::seeds(11)) {
-    SCOPED_TRACE("seed " + std::to_string(seed) + " (UVFLOW_TEST_SEED replays it)");
-    std::mt19937_64 rng(seed);
-    auto g = random_grid(*ks, rng);
-    g->totals[0] = 3.5;  // the norm grid_to_image divides by
-    g->obs = std::make_shared<Observation>();
-    auto img = std::make_shared<Image>();
-    const int n = ks->geom.image_size;
-    img->nx = img->ny = n;
-    img->pixels = Array<float>::host(std::size_t(n) * n);
-    std::uniform_real_distribution<float> amp(-1, 1);
-    for (float& p : img->pixels) p = amp(rng);
-
-    StageHarness fwd(fft_grid_to_image::spec(), "cpu");
-    fwd.process({{"grid", g}});
-    auto dirty = fwd.output<Image>("image");
-    StageHarness adj(fft_image_to_grid::spec(), "cpu");
-    adj.set_input("image", img);
-    adj.set_input("kernels", ks);
-    adj.process();
-    auto model = adj.output<Grid>("grid");
-
-    double lhs = dot(model->cells, g->cells).real(), rhs = 0, img2 = 0, dirty2 = 0;
-    for (std::size_t i = 0; i < img->pixels.size(); ++i) {
-      rhs += double(img->pixels[i]) * dirty->pixels[i];
-      img2 += double(img->pixels[i]) * img->pixels[i];
-      dirty2 += double(dirty->pixels[i]) * dirty->pixels[i];
+  for (const double padding : {1.25, 1.0}) {
+    auto ks = test::wproj_stack(90, 60, 4, padding, 200);
+    ASSERT_EQ(ks->geom.image_size, 90);
+    if (padding == 1.0) {
+      ASSERT_EQ(ks->geom.grid_size, 90) << "the image fills the grid";
     }
-    rhs *= 3.5;
-    // Random signs make the inner product cancel, so float rounding is measured against the
-    // Cauchy-Schwarz bound |I| |grid_to_image(G)| norm, not against the (possibly small) result.
-    const double scale = std::sqrt(img2 * dirty2) * 3.5;
-    EXPECT_LT(std::abs(lhs - rhs), 1e-5 * scale) << lhs << " vs " << rhs << " (scale " << scale << ")";
+    for (std::uint64_t seed : test::seeds(11)) {
+      SCOPED_TRACE("seed " + std::to_string(seed) + " (UVFLOW_TEST_SEED replays it), grid " +
+                   std::to_string(ks->geom.grid_size) + " for an image of 90");
+      std::mt19937_64 rng(seed);
+      auto g = random_grid(*ks, rng);
+      g->totals[0] = 3.5;  // the norm grid_to_image divides by
+      g->obs = std::make_shared<Observation>();
+      auto img = std::make_shared<Image>();
+      const int n = ks->geom.image_size;
+      img->nx = img->ny = n;
+      img->pixels = Array<float>::host(std::size_t(n) * n);
+      std::uniform_real_distribution<float> amp(-1, 1);
+      for (float& p : img->pixels) p = amp(rng);
+
+      StageHarness fwd(fft_grid_to_image::spec(), "cpu");
+      fwd.process({{"grid", g}});
+      auto dirty = fwd.output<Image>("image");
+      StageHarness adj(fft_image_to_grid::spec(), "cpu");
+      adj.set_input("image", img);
+      adj.set_input("kernels", ks);
+      adj.process();
+      auto model = adj.output<Grid>("grid");
+
+      double lhs = dot(model->cells, g->cells).real(), rhs = 0, img2 = 0, dirty2 = 0;
+      for (std::size_t i = 0; i < img->pixels.size(); ++i) {
+        rhs += double(img->pixels[i]) * dirty->pixels[i];
+        img2 += double(img->pixels[i]) * img->pixels[i];
+        dirty2 += double(dirty->pixels[i]) * dirty->pixels[i];
+      }
+      rhs *= 3.5;
+      // Random signs make the inner product cancel, so float rounding is measured against the
+      // Cauchy-Schwarz bound |I| |grid_to_image(G)| norm, not against the (possibly small) result.
+      const double scale = std::sqrt(img2 * dirty2) * 3.5;
+      EXPECT_LT(std::abs(lhs - rhs), 1e-5 * scale) << lhs << " vs " << rhs << " (scale " << scale << ")";
+    }
+  }
+}
+
+// The grid from its definition, in double: G[v][u] = sum_{x,y} I(x, y) exp(+2 pi i ((u - N/2)(X - N/2) +
+// (v - N/2)(Y - N/2)) / N), X = x + (N - n)/2 (the transpose of grid_to_image's DFT, without the real
+// part and the norm). Images that fill their grid (50 and 36 cells: half the grid no whole number of
+// the transform's 16-column chunks) and one padded; fixed and fresh random pixels.
+TEST(ImageToGrid, MatchesTheDirectTransformOfTheImage) {
+  constexpr double kPi = 3.14159265358979323846;
+  for (const auto& [image, padding] : {std::pair{50, 1.0}, {36, 1.0}, {40, 1.25}}) {
+    auto ks = test::wproj_stack(image, 60, 4, padding, 200);
+    const int N = ks->geom.grid_size, n = image, off = (N - n) / 2, c = N / 2;
+    if (padding == 1.0) {
+      ASSERT_EQ(N, n) << "the image fills the grid";
+    }
+    std::vector<cdouble> e(N);
+    for (int j = 0; j < N; ++j) e[j] = std::polar(1.0, 2 * kPi * j / N);
+    for (std::uint64_t seed : test::seeds(50)) {
+      SCOPED_TRACE("seed " + std::to_string(seed) + " (UVFLOW_TEST_SEED replays it), grid " + std::to_string(N) +
+                   " for an image of " + std::to_string(n));
+      std::mt19937_64 rng(seed);
+      auto img = std::make_shared<Image>();
+      img->nx = img->ny = n;
+      img->pixels = Array<float>::host(std::size_t(n) * n);
+      std::uniform_real_distribution<float> amp(-1, 1);
+      for (float& p : img->pixels) p = amp(rng);
+      StageHarness h(fft_image_to_grid::spec(), "cpu");
+      h.set_input("image", img);
+      h.set_input("kernels", ks);
+      h.process();
+      auto g = h.output<Grid>("grid");
+      double err2 = 0, ref2 = 0;
+      for (int v = 0; v < N; ++v)
+        for (int u = 0; u < N; ++u) {
+          cdouble ref = 0;
+          for (int y = 0; y < n; ++y)
+            for (int x = 0; x < n; ++x) {
+              const long phase = long(u - c) * (x + off - c) + long(v - c) * (y + off - c);
+              ref += double(img->pixels[std::size_t(y) * n + x]) * e[((phase % N) + N) % N];
+            }
+          err2 += std::norm(cdouble(g->cells[std::size_t(v) * N + u]) - ref);
+          ref2 += std::norm(ref);
+        }
+      EXPECT_LT(std::sqrt(err2 / ref2), 1e-5);
+    }
   }
 }
 

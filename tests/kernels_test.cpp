@@ -622,6 +622,38 @@ TEST(FftwWisdom, ExportMakesTheFolderAndLeavesAnUnchangedFileAlone) {
   EXPECT_EQ(std::filesystem::last_write_time(file), past);
 }
 
+// fftw::wrapped against what the image transforms take from it: the indices lo..hi modulo n, each
+// once, in ascending disjoint bands, each band a run of consecutive positions in lo..hi (a column
+// chunk of fft.grid_to_image or fft.image_to_grid is a run of pixels); an axis held whole from
+// lo != 0 as two bands. Fixed cases and fresh random ones, ranges from empty to longer than the axis.
+TEST(Wrapped, BandsAreRunsOfTheIndicesInOrder) {
+  EXPECT_EQ(fftw::wrapped(22, 65, 44), (fftw::Bands{{0, 22}, {22, 44}}));  // an unpadded 44^2 image
+  EXPECT_EQ(fftw::wrapped(0, 43, 44), (fftw::Bands{{0, 44}}));
+  EXPECT_EQ(fftw::wrapped(40, 47, 44), (fftw::Bands{{0, 4}, {40, 44}}));
+  EXPECT_EQ(fftw::wrapped(-3, 2, 44), (fftw::Bands{{0, 3}, {41, 44}}));
+  EXPECT_EQ(fftw::wrapped(5, 4, 44), fftw::Bands{});
+  for (std::uint64_t seed : seeds(43)) {
+    SCOPED_TRACE("seed " + std::to_string(seed) + " (UVFLOW_TEST_SEED replays it)");
+    std::mt19937_64 rng(seed);
+    for (int trial = 0; trial < 2000; ++trial) {
+      const int n = std::uniform_int_distribution<int>(1, 50)(rng), lo = std::uniform_int_distribution<int>(-120, 120)(rng);
+      const int count = std::uniform_int_distribution<int>(0, n + 3)(rng), hi = lo + count - 1;
+      SCOPED_TRACE(std::to_string(lo) + ".." + std::to_string(hi) + " of " + std::to_string(n));
+      const fftw::Bands bands = fftw::wrapped(lo, hi, n);
+      const auto pos = [&](int i) { return ((i - lo) % n + n) % n; };  // where index i is in lo..hi
+      std::vector<int> held(n, 0);
+      int last_end = 0;
+      for (auto [a, b] : bands) {
+        ASSERT_TRUE(a >= last_end && a < b && b <= n) << "[" << a << ", " << b << ")";
+        last_end = b;
+        for (int i = a; i < b; ++i) ++held[i];
+        for (int i = a; i + 1 < b; ++i) ASSERT_EQ(pos(i + 1), pos(i) + 1) << "band [" << a << ", " << b << ") wraps";
+      }
+      for (int i = 0; i < n; ++i) ASSERT_EQ(held[i], pos(i) < count ? 1 : 0) << "index " << i;
+    }
+  }
+}
+
 // fftw::PrunedFft against the 2-D DFT from its definition, in double, where its result is read:
 // forward, every row of the kept columns, the input zero outside the row bands; backward, every
 // column of the kept rows, the input zero outside the column bands; forward from a source to a
