@@ -24,6 +24,7 @@
 #include "stages/io/read_fits.hpp"
 #include "stages/io/write_fits.hpp"
 #include "tests/support/edge_wrap.hpp"
+#include "tests/support/seeds.hpp"
 #include "tests/support/source_dir.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -108,7 +109,7 @@ class StraylightGpu : public ::testing::Test {
 // More frames than the ring of non-finite checks (64 slots): one PSF upload or spectrum serves the
 // stream, every frame keeps its index and matches the reference.
 TEST_F(StraylightGpu, OnePsfServesALongStream) {
-  const unsigned seed = std::random_device{}();
+  const unsigned seed = unsigned(test::fresh_seed());
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::printf("seed %u\n", seed);
   std::mt19937 rng(seed);
@@ -197,7 +198,7 @@ TEST_F(StraylightGpu, FramesOfDifferentSizesInOneStream) {
 // file's is the cpu's input error.
 TEST_F(StraylightGpu, ColumnGainCudaEqualsCpu) {
   test::TempDir dir;
-  const unsigned seed = std::random_device{}();
+  const unsigned seed = unsigned(test::fresh_seed());
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::printf("seed %u\n", seed);
   std::mt19937 rng(seed);

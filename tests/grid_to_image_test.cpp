@@ -136,7 +136,7 @@ TEST(GridToImage, MatchesDirectDftWhenTheImageFillsTheGrid) {
 
 TEST(GridToImage, MatchesDirectDftWhenOnlyABandOfRowsHoldsData) {
   // Like a real grid: the rows outside the gridded band are zero and are skipped by the FFT.
-  const unsigned seed = std::random_device{}();
+  const unsigned seed = unsigned(test::fresh_seed());
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937 rng(seed);
   const int from = std::uniform_int_distribution<int>(0, 47)(rng);
@@ -273,7 +273,7 @@ TEST(GridCorrect, MatchesTheFormula) {
 }
 
 TEST(GridCorrect, MatchesTheFormulaOnRandomGeometry) {
-  const unsigned seed = std::random_device{}();
+  const unsigned seed = unsigned(test::fresh_seed());
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937 rng(seed);
   for (int trial = 0; trial < 5; ++trial) {

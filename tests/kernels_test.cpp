@@ -257,7 +257,7 @@ TEST(Grdsf, IsContinuousAtTheJoinAndZeroOutside) {
 }
 
 TEST(Grdsf, RandomPointsMatchTheReference) {
-  const unsigned seed = std::random_device{}();
+  const unsigned seed = unsigned(test::fresh_seed());
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> nu(-0.2, 1.2);
@@ -385,7 +385,7 @@ TEST(WProjStack, MatchesDirectDftWithCappedFftGivenPlanesAndRmsScaling) {
 }
 
 TEST(WProjStack, MatchesDirectDftOnRandomSettings) {
-  const unsigned seed = std::random_device{}();
+  const unsigned seed = unsigned(test::fresh_seed());
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937 rng(seed);
   auto uni = [&](double a, double b) { return std::uniform_real_distribution<double>(a, b)(rng); };

@@ -29,6 +29,7 @@
 #include "stages/io/write_ms.hpp"
 #include "tests/support/fits_read.hpp"
 #include "tests/support/ms_fixture.hpp"
+#include "tests/support/seeds.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/test_stages.hpp"
 
@@ -410,7 +411,7 @@ TEST(WriteReadMs, SimulatorRoundTripsVisibilityByVisibility) {
 }
 
 TEST(WriteReadMs, SimulatorRoundTripsOnFreshRandomSettings) {
-  const unsigned seed = std::random_device{}();
+  const unsigned seed = unsigned(test::fresh_seed());
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> uni(0, 1);
@@ -589,7 +590,7 @@ TEST(ReadMs, TheScanIsMadeOnceAndAgainWhenTheMsChanges) {
 }
 
 TEST(ReadMs, FreshRandomMeasurementSetsMatchTheReference) {
-  const unsigned seed = std::random_device{}();
+  const unsigned seed = unsigned(test::fresh_seed());
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937 rng(seed);
   TempDir dir;
@@ -900,7 +901,7 @@ TEST_F(Pipelines, ReadingInSmallBlocksKeepsMemoryBounded) {
 // ---------------------------------------------------------------- the simulator's additions
 
 TEST(SimulateForMs, ChannelsTimesAndAntennasAreConsistent) {
-  const unsigned seed = std::random_device{}();
+  const unsigned seed = unsigned(test::fresh_seed());
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> uni(0, 1);

@@ -17,6 +17,7 @@
 #include "runtime/harness.hpp"
 #include "stages/io/simulate.hpp"
 #include "tests/support/dft.hpp"
+#include "tests/support/seeds.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using namespace uvflow;
@@ -254,7 +255,7 @@ TEST(Simulate, BaselinesArePairsOfTheNearestStationsInFileOrder) {
 }
 
 TEST(Simulate, UvwMatchesRotationMatricesOnRandomGeometry) {
-  const unsigned seed = std::random_device{}();
+  const unsigned seed = unsigned(test::fresh_seed());
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> uni(-1, 1);
@@ -319,7 +320,7 @@ TEST(Simulate, PresetElevationsAreRecoveredFromTheSimulatedW) {
 }
 
 TEST(Simulate, RandomElevationRangesAreRecoveredFromTheSimulatedW) {
-  const unsigned seed = std::random_device{}();
+  const unsigned seed = unsigned(test::fresh_seed());
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> uni(0, 1);
@@ -376,7 +377,7 @@ TEST(Simulate, LayoutProblemsAreInputErrors) {
 }
 
 TEST(Simulate, VisibilitiesMatchThePointSourceFormula) {
-  const unsigned seed = std::random_device{}();
+  const unsigned seed = unsigned(test::fresh_seed());
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> uni(-1, 1);
@@ -400,7 +401,7 @@ TEST(Simulate, VisibilitiesMatchThePointSourceFormula) {
 }
 
 TEST(Simulate, DefaultSkyIsA16x16GridAroundThePhaseCentre) {
-  const unsigned seed = std::random_device{}();
+  const unsigned seed = unsigned(test::fresh_seed());
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937 rng(seed);
   const double random_spacing = 0.01 + 0.5 * std::uniform_real_distribution<double>(0, 1)(rng);
@@ -454,7 +455,7 @@ TEST(Simulate, SameSeedGivesTheSameDataWhateverTheBlockSize) {
 }
 
 TEST(Simulate, DftOfOneSourcePeaksAtItsPixelWithItsFlux) {
-  const unsigned seed = std::random_device{}();
+  const unsigned seed = unsigned(test::fresh_seed());
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937 rng(seed);
   constexpr int N = 32;
@@ -487,7 +488,7 @@ TEST(Simulate, DftOfOneSourcePeaksAtItsPixelWithItsFlux) {
 }
 
 TEST(Simulate, InfoStatisticsAreThoseOfTheBlocks) {
-  const unsigned seed = std::random_device{}();
+  const unsigned seed = unsigned(test::fresh_seed());
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> uni(0, 1);

@@ -23,6 +23,7 @@
 #include "stages/io/read_fits.hpp"
 #include "stages/io/simulate_frames.hpp"
 #include "tests/support/edge_wrap.hpp"
+#include "tests/support/seeds.hpp"
 #include "tests/support/source_dir.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -106,7 +107,7 @@ TEST(PsfConvolve, AutoPicksDirectForSmallPsfsAndFftForLarge) {
 }
 
 TEST(PsfConvolve, OnePsfSpectrumServesTheWholeStream) {
-  const unsigned seed = std::random_device{}();
+  const unsigned seed = unsigned(test::fresh_seed());
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937 rng(seed);
   ImagePtr psf = uniform(9, 7, rng, 0, 1);
@@ -324,7 +325,7 @@ TEST(Psf, ModelIsNormalisedCentredAndHasPowerLawWings) {
 
 TEST(Psf, FileIsReadAndCheckedBeforeTheRun) {
   test::TempDir dir;
-  const unsigned seed = std::random_device{}();
+  const unsigned seed = unsigned(test::fresh_seed());
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937 rng(seed);
   auto psf = uniform(7, 5, rng, 0, 1);
@@ -350,7 +351,7 @@ TEST(Psf, FileIsReadAndCheckedBeforeTheRun) {
 
 TEST(ColumnGain, MultipliesEachColumnByItsGain) {
   test::TempDir dir;
-  const unsigned seed = std::random_device{}();
+  const unsigned seed = unsigned(test::fresh_seed());
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937 rng(seed);
   auto frame = uniform(37, 11, rng, -5, 5);

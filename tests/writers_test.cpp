@@ -16,6 +16,7 @@
 #include "runtime/payloads/image.hpp"
 #include "stages/io/write_fits.hpp"
 #include "stages/io/write_png.hpp"
+#include "tests/support/seeds.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using namespace uvflow;
@@ -69,7 +70,7 @@ struct FitsReader {
 }  // namespace
 
 TEST(WriteFits, SkyImageRoundTripsWithWsCleanHeader) {
-  unsigned seed = std::random_device{}();
+  unsigned seed = unsigned(test::fresh_seed());
   SCOPED_TRACE("seed " + std::to_string(seed));
   test::TempDir dir;
   auto img = random_image(64, 48, seed, true);

@@ -307,7 +307,7 @@ TEST_F(WscleanComparison, RandomSkyAndFlags) {
 // uvflow computes uv in single precision, so a visibility within 1e-5 of a cell edge may land in
 // the next cell: a few in 10^4 may differ.
 TEST_F(WscleanComparison, ImagingWeightsEqualWscleans) {
-  const unsigned seed = std::random_device{}();
+  const unsigned seed = unsigned(test::fresh_seed());
   SCOPED_TRACE("flag seed " + std::to_string(seed));
   const auto ms = make_ms(dir_, kFixedSky, seed);
   for (const Weighting& w : {Weighting{"uniform"}, Weighting{"briggs", 0}, Weighting{"briggs", -1.5},
