@@ -49,9 +49,8 @@ inline fftwf_complex* as_fftw(cfloat* p) { return reinterpret_cast<fftwf_complex
 // Index ranges [first, last) along one axis of a 2-D buffer, ascending and disjoint.
 using Bands = std::vector<std::pair<int, int>>;
 // The bands of an axis of n that hold the indices lo..hi taken modulo n (two where they wrap), each a
-// run of consecutive positions in lo..hi, so that a band maps to a run of image columns: an axis
-// held whole from lo != 0 is two bands, cut at lo (fft.grid_to_image and fft.image_to_grid, whose
-// column chunks are runs of pixels, read and wrote past a pixel row where the image filled the grid).
+// run of consecutive positions in lo..hi: fft.grid_to_image and fft.image_to_grid take a chunk of a
+// band's columns as a run of pixels. So an axis held whole from lo != 0 is two bands, cut at lo.
 Bands wrapped(int lo, int hi, int n);
 
 // A 2-D FFT of an nx x ny buffer (ny rows of nx) that transforms only what is read afterwards:
