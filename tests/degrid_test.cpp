@@ -20,6 +20,7 @@
 #include "stages/image/grid_correct.hpp"
 #include "stages/uvw/w_sort.hpp"
 #include "tests/support/degrid_cases.hpp"
+#include "tests/support/dft.hpp"
 #include "tests/support/seeds.hpp"
 #include "tests/support/wproj_stack.hpp"
 
@@ -161,15 +162,13 @@ TEST(ImageToGrid, IsTheAdjointOfGridToImage) {
 // part and the norm). Images that fill their grid (50 and 36 cells: half the grid no whole number of
 // the transform's 16-column chunks) and one padded; fixed and fresh random pixels.
 TEST(ImageToGrid, MatchesTheDirectTransformOfTheImage) {
-  constexpr double kPi = 3.14159265358979323846;
   for (const auto& [image, padding] : {std::pair{50, 1.0}, {36, 1.0}, {40, 1.25}}) {
     auto ks = test::wproj_stack(image, 60, 4, padding, 200);
     const int N = ks->geom.grid_size, n = image, off = (N - n) / 2, c = N / 2;
     if (padding == 1.0) {
       ASSERT_EQ(N, n) << "the image fills the grid";
     }
-    std::vector<cdouble> e(N);
-    for (int j = 0; j < N; ++j) e[j] = std::polar(1.0, 2 * kPi * j / N);
+    const test::Twiddles tw(N, +1);
     for (std::uint64_t seed : test::seeds(50)) {
       SCOPED_TRACE("seed " + std::to_string(seed) + " (UVFLOW_TEST_SEED replays it), grid " + std::to_string(N) +
                    " for an image of " + std::to_string(n));
@@ -191,7 +190,7 @@ TEST(ImageToGrid, MatchesTheDirectTransformOfTheImage) {
           for (int y = 0; y < n; ++y)
             for (int x = 0; x < n; ++x) {
               const long phase = long(u - c) * (x + off - c) + long(v - c) * (y + off - c);
-              ref += double(img->pixels[std::size_t(y) * n + x]) * e[((phase % N) + N) % N];
+              ref += double(img->pixels[std::size_t(y) * n + x]) * tw(phase);
             }
           err2 += std::norm(cdouble(g->cells[std::size_t(v) * N + u]) - ref);
           ref2 += std::norm(ref);

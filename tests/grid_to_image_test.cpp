@@ -19,6 +19,7 @@
 #include "runtime/payloads/kernels.hpp"
 #include "stages/image/grid_correct.hpp"
 #include "stages/shared/spheroidal.hpp"
+#include "tests/support/dft.hpp"
 #include "tests/support/seeds.hpp"
 #include "tests/support/spheroidal_ref.hpp"
 #include "tests/support/wproj_stack.hpp"
@@ -66,9 +67,7 @@ std::shared_ptr<const Image> to_image(const std::shared_ptr<const Grid>& grid) {
 // X = x + (N - n)/2: the centred DFT the shifted FFT stands for, straight from its definition.
 std::vector<double> dft_image(const Grid& g) {
   const int N = g.geom.grid_size, n = g.geom.image_size, off = (N - n) / 2, c = N / 2;
-  std::vector<std::complex<double>> e(N);
-  for (int j = 0; j < N; ++j) e[j] = std::polar(1.0, -2 * kPi * j / N);
-  auto tw = [&](long j) { return e[((j % N) + N) % N]; };
+  const test::Twiddles tw(N, -1);
   std::vector<double> img(std::size_t(n) * n);
   for (int y = 0; y < n; ++y)
     for (int x = 0; x < n; ++x) {

@@ -1,7 +1,9 @@
 // The direct-DFT dirty image: the reference every image test compares against.
 #pragma once
 
+#include <complex>
 #include <memory>
+#include <numbers>
 #include <vector>
 
 #include "runtime/payloads/vis.hpp"
@@ -14,5 +16,21 @@ namespace uvflow::test {
 // Row-major [y][x]. The blocks must be on the host; their coords are ignored.
 std::vector<double> dft_dirty_image(const std::vector<std::shared_ptr<const VisBlock>>& blocks, int image_size,
                                     double cell_rad);
+
+// exp(sign 2 pi i j / N) for any integer j, from a table of N values: the phases of the centred
+// DFTs that the image transforms stand for (fft.grid_to_image: sign -1; fft.image_to_grid: +1).
+class Twiddles {
+ public:
+  Twiddles(int N, int sign) : e_(std::size_t(N)) {
+    for (int j = 0; j < N; ++j) e_[std::size_t(j)] = std::polar(1.0, sign * 2 * std::numbers::pi * j / N);
+  }
+  std::complex<double> operator()(long j) const {
+    const long N = long(e_.size());
+    return e_[std::size_t(((j % N) + N) % N)];
+  }
+
+ private:
+  std::vector<std::complex<double>> e_;
+};
 
 }  // namespace uvflow::test
