@@ -1,4 +1,5 @@
-// The direct-DFT dirty image: the reference every image test compares against.
+// Direct DFTs, the references the image tests compare against: the dirty image of visibilities, and
+// the phases of the centred transforms that fft.grid_to_image and fft.image_to_grid stand for.
 #pragma once
 
 #include <complex>
