@@ -126,12 +126,7 @@ TEST(ImageToGrid, IsTheAdjointOfGridToImage) {
       auto g = random_grid(*ks, rng);
       g->totals[0] = 3.5;  // the norm grid_to_image divides by
       g->obs = std::make_shared<Observation>();
-      auto img = std::make_shared<Image>();
-      const int n = ks->geom.image_size;
-      img->nx = img->ny = n;
-      img->pixels = Array<float>::host(std::size_t(n) * n);
-      std::uniform_real_distribution<float> amp(-1, 1);
-      for (float& p : img->pixels) p = amp(rng);
+      auto img = test::random_image(ks->geom.image_size, rng);
 
       StageHarness fwd(fft_grid_to_image::spec(), "cpu");
       fwd.process({{"grid", g}});
@@ -173,11 +168,7 @@ TEST(ImageToGrid, MatchesTheDirectTransformOfTheImage) {
       SCOPED_TRACE("seed " + std::to_string(seed) + " (UVFLOW_TEST_SEED replays it), grid " + std::to_string(N) +
                    " for an image of " + std::to_string(n));
       std::mt19937_64 rng(seed);
-      auto img = std::make_shared<Image>();
-      img->nx = img->ny = n;
-      img->pixels = Array<float>::host(std::size_t(n) * n);
-      std::uniform_real_distribution<float> amp(-1, 1);
-      for (float& p : img->pixels) p = amp(rng);
+      auto img = test::random_image(n, rng);
       StageHarness h(fft_image_to_grid::spec(), "cpu");
       h.set_input("image", img);
       h.set_input("kernels", ks);

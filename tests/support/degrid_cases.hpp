@@ -1,5 +1,5 @@
 // Random inputs of the degridding tests (cpu and gpu): visibilities whose footprints stay on the
-// grid, with both signs of w, and random model grids.
+// grid, with both signs of w, and random model grids and images.
 #pragma once
 
 #include <algorithm>
@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "runtime/payloads/grid.hpp"
+#include "runtime/payloads/image.hpp"
 #include "runtime/payloads/kernels.hpp"
 #include "runtime/payloads/vis.hpp"
 #include "tests/support/repeats.hpp"
@@ -55,6 +56,16 @@ inline std::shared_ptr<Grid> random_grid(const KernelStack& ks, std::mt19937_64&
   std::uniform_real_distribution<float> amp(-1, 1);
   for (cfloat& c : g->cells) c = cfloat(amp(rng), amp(rng));
   return g;
+}
+
+// An n x n model image of pixels uniform in [-1, 1].
+inline std::shared_ptr<Image> random_image(int n, std::mt19937_64& rng) {
+  auto img = std::make_shared<Image>();
+  img->nx = img->ny = n;
+  img->pixels = Array<float>::host(std::size_t(n) * n);
+  std::uniform_real_distribution<float> amp(-1, 1);
+  for (float& p : img->pixels) p = amp(rng);
+  return img;
 }
 
 }  // namespace uvflow::test
