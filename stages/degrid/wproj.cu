@@ -686,7 +686,7 @@ class WprojDegridderCuda final : public DeclaredStage<decl> {
                const device::Stream& stream) {
     auto s = static_cast<cudaStream_t>(stream.native());
     Args at = a;  // the kernels in residue order, with zeros, and their own plane starts (table.start)
-    const locality::ResidueTable::View table = table_.of(stack, stream, "degrid.wproj (cuda)");
+    const locality::ResidueTable::View table = table_.of(stack, order_stream_, stream, "degrid.wproj (cuda)");
     at.kernels = table.values;
     at.start = nullptr;
     locality::Order order;

@@ -409,7 +409,7 @@ class AtomicCuda final : public DeclaredStage<decl> {
       spare_ = Array<cfloat>::device(std::size_t(walker_.blocks) * kWarp * kWalkerWarps, stream);
       device::memset_zero(spare_.data(), spare_.bytes(), stream);
     }
-    const GroupArgs ga{a, table_.of(ks, stream, "grid.atomic (cuda)"), work_.data(),
+    const GroupArgs ga{a, table_.of(ks, order_stream_, stream, "grid.atomic (cuda)"), work_.data(),
                        reinterpret_cast<float2*>(spare_.data())};
     const bool placed = block.placed() && block.grid_size == ks->geom.grid_size;
     locality::Order order;

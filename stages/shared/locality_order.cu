@@ -83,15 +83,20 @@ __global__ void work_ranges(std::int64_t n, int slots, const std::int32_t* suppo
   }
 }
 
-// ResidueTable: plane blockIdx.x's quarter with each row in residue order and a zero after it.
+// ResidueTable: each plane's quarter with each row in residue order and a zero after it; plane
+// blockIdx.y (and on in steps of gridDim.y), its rows shared among the gridDim.x blocks of that
+// plane. With one block a plane, the block of the widest plane made the table alone, one value per
+// thread at a time (el56-82's: S^2 = 118k values for 256 threads).
+constexpr int kResidueRowBlocks = 32;
 __global__ void residue_rows(const float2* quarter, const std::int64_t* quarter_start, const std::int32_t* support,
-                             const std::int32_t* table_start, int o, float2* table) {
-  const int p = blockIdx.x, S = kernel_half_size(o, support[p]), stride = residue_stride(S);
-  const std::int64_t from = quarter_start[p], to = table_start[p];
-  for (int i = threadIdx.x; i < S * stride; i += blockDim.x) {
-    const int iy = i / stride, ix = i % stride;
-    table[to + std::int64_t(iy) * stride + (ix < S ? residue_column(ix, o, S) : S)] =
-        ix < S ? quarter[from + std::int64_t(iy) * S + ix] : float2{0, 0};
+                             const std::int32_t* table_start, int planes, int o, float2* table) {
+  for (int p = blockIdx.y; p < planes; p += gridDim.y) {
+    const int S = kernel_half_size(o, support[p]), stride = residue_stride(S);
+    const std::int64_t from = quarter_start[p], to = table_start[p];
+    for (int iy = blockIdx.x; iy < S; iy += gridDim.x)
+      for (int ix = threadIdx.x; ix < stride; ix += blockDim.x)
+        table[to + std::int64_t(iy) * stride + (ix < S ? residue_column(ix, o, S) : S)] =
+            ix < S ? quarter[from + std::int64_t(iy) * S + ix] : float2{0, 0};
   }
 }
 
@@ -173,8 +178,8 @@ void Order::release(const device::Stream& stream) {
                                &temp_});
 }
 
-ResidueTable::View ResidueTable::of(const std::shared_ptr<const KernelStack>& stack, const device::Stream& stream,
-                                   const char* stage) {
+ResidueTable::View ResidueTable::of(const std::shared_ptr<const KernelStack>& stack, const device::Stream& side,
+                                   const device::Stream& readers, const char* stage) {
   const KernelStack& ks = *stack;
   if (of_ != stack) {
     // The planes' rows grow by one value each; the support is on the device, so the table takes
@@ -185,16 +190,20 @@ ResidueTable::View ResidueTable::of(const std::shared_ptr<const KernelStack>& st
     if (values > std::size_t(INT_MAX))
       throw InputError(std::string(stage) + ": the kernel stack has " + std::to_string(ks.quarter.size()) +
                        " kernel values, more than variant uvflow addresses (2^31); use fewer w-planes or oversample less");
-    if (!table_.empty()) keep_until(stream.record(), {&table_, &start_});  // kernels queued may still read them
-    table_ = Array<cfloat>::device(values, stream);
-    start_ = Array<std::int32_t>::device(std::size_t(ks.planes), stream);
-    const auto s = static_cast<cudaStream_t>(stream.native());
-    device::memset_zero(table_.data(), zeros * sizeof(cfloat), stream);
+    wait_for_device_input(ks, side);
+    if (!table_.empty()) {  // the walkers queued may still read the old table
+      side.wait(readers.record());
+      keep_until(side.record(), {&table_, &start_});
+    }
+    table_ = Array<cfloat>::device(values, side);
+    start_ = Array<std::int32_t>::device(std::size_t(ks.planes), side);
+    const auto s = static_cast<cudaStream_t>(side.native());
+    device::memset_zero(table_.data(), zeros * sizeof(cfloat), side);
     residue_starts<<<1, 1, 0, s>>>(ks.support.data(), ks.planes, ks.oversample, int(zeros), start_.data());
     device::check_launch("locality order: residue_starts");
-    residue_rows<<<unsigned(ks.planes), 256, 0, s>>>(reinterpret_cast<const float2*>(ks.quarter.data()),
-                                                     ks.quarter_start.data(), ks.support.data(), start_.data(),
-                                                     ks.oversample, reinterpret_cast<float2*>(table_.data()));
+    residue_rows<<<dim3(kResidueRowBlocks, unsigned(std::min(ks.planes, 65535))), 256, 0, s>>>(
+        reinterpret_cast<const float2*>(ks.quarter.data()), ks.quarter_start.data(), ks.support.data(), start_.data(),
+        ks.planes, ks.oversample, reinterpret_cast<float2*>(table_.data()));
     device::check_launch("locality order: residue_rows");
     of_ = stack;
   }

@@ -117,8 +117,13 @@ class ResidueTable {
     const float2* values;
     const std::int32_t* start;  // where plane p's rows start in `values` (the zero row at 0)
   };
-  // Throws InputError (naming `stage`) when the table is too large for 32-bit offsets.
-  View of(const std::shared_ptr<const KernelStack>& stack, const device::Stream& stream, const char* stage);
+  // Made on `side`, the stream of the stage's Order::build (the walker's stream waits for it there),
+  // so that the first block's table is made beside the work the stage's first call waits for
+  // (degridding: the model grid's transforms); made again for another stack, it first waits for
+  // the walkers queued on `readers`, which read the old one. Throws InputError (naming `stage`) when
+  // the table is too large for 32-bit offsets.
+  View of(const std::shared_ptr<const KernelStack>& stack, const device::Stream& side, const device::Stream& readers,
+          const char* stage);
   static constexpr int zero_row = 0;
 
  private:
