@@ -221,22 +221,23 @@ INSTANTIATE_TEST_SUITE_P(Variants, GridAtomicGpu,
                            return std::string(std::get<0>(info.param)) + "_" + std::get<1>(info.param);
                          });
 
-// The uvflow variant reuses the coords of blocks placed by uvw.w_sort (on the device): the same
-// grid as the cpu backend on the raw block.
-class GridAtomicGpuPlaced : public test::GpuTest {};
+// The uvflow variant reuses the coords of blocks placed by uvw.w_sort (on the device), and takes
+// a block in cell order as its locality order: the same grid as the cpu backend on the raw block.
+class GridAtomicGpuPlaced : public test::GpuTest, public ::testing::WithParamInterface<const char*> {};
 
-TEST_F(GridAtomicGpuPlaced, WSortedBlocksMatchCpu) {
+TEST_P(GridAtomicGpuPlaced, WSortedBlocksMatchCpu) {
   const auto seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
   auto ks = random_kernel_stack(rng, 12, 20, 4, 512);
   auto raw = make_block(*ks, random_vis(rng, *ks, 30000));
   auto dks = moved(std::shared_ptr<const KernelStack>(ks), Location::device);
-  StageHarness sort(uvw_w_sort::spec(), "cuda");
+  StageHarness sort(uvw_w_sort::spec(), "cuda", {{"within_plane", std::string(GetParam())}});
   sort.set_input("kernels", dks);
   sort.process({{"vis", moved(std::shared_ptr<const VisBlock>(raw), Location::device)}});
   auto sorted = sort.output<VisBlock>("vis");
   ASSERT_TRUE(sorted->placed());
+  EXPECT_EQ(sorted->cell_order, std::string(GetParam()) == "cell");
   const GridRun cpu = run_gridder(grid_atomic::spec(), "cpu", ks, {raw});
   const GridRun gpu = run_gridder(grid_atomic::spec(), "cuda", dks, {sorted}, {{"variant", std::string("uvflow")}});
   auto host = moved(std::shared_ptr<const Grid>(gpu.grid), Location::host);
@@ -245,3 +246,5 @@ TEST_F(GridAtomicGpuPlaced, WSortedBlocksMatchCpu) {
   EXPECT_EQ(host->gridded(), cpu.grid->gridded());
   EXPECT_EQ(gpu.work.updates, cpu.work.updates);
 }
+
+INSTANTIATE_TEST_SUITE_P(WithinPlane, GridAtomicGpuPlaced, ::testing::Values("input", "cell"));

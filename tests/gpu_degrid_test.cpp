@@ -136,8 +136,10 @@ TEST_P(DegridGpu, MatchesTheCpuBackendRawAndPlaced) {
       auto dg = moved(g, Location::device);
       const auto ref = degrid("cpu", g, ks, v);
 
-      auto place = [&](std::shared_ptr<const VisBlock> raw) {
-        StageHarness sort(uvw_w_sort::spec(), "cuda");
+      // Placed in the input's order within planes, or in cell order (which the uvflow walker takes
+      // as its locality order instead of sorting the block).
+      auto place = [&](std::shared_ptr<const VisBlock> raw, std::string within = "input") {
+        StageHarness sort(uvw_w_sort::spec(), "cuda", {{"within_plane", within}});
         sort.set_input("kernels", dks);
         sort.process({{"vis", moved(raw, Location::device)}});
         return sort.output<VisBlock>("vis");
@@ -161,7 +163,8 @@ TEST_P(DegridGpu, MatchesTheCpuBackendRawAndPlaced) {
       if (windowed())  // uvw.w_sort drops the antennas: the window cannot group its output
         EXPECT_THROW(degrid("cuda", dg, dks, placed), InputError);
       else
-        for (auto p : {placed, place(dense), place(repeats)})
+        for (auto p : {placed, place(dense), place(repeats), place(v, "cell"), place(dense, "cell"),
+                       place(repeats, "cell")})
           cases.push_back({p, degrid("cpu", g, ks, moved(p, Location::host))});
       for (auto& [dev, want] : cases) {
         auto out = moved(degrid("cuda", dg, dks, dev), Location::host);

@@ -261,25 +261,28 @@ TEST_F(GpuSort, WSortMatchesCpu) {
   for (auto seed : test::seeds(20240611ULL)) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     std::mt19937_64 rng(seed);
-    for (const Shape& sh : kShapes) {
-      SCOPED_TRACE(sh.str());
-      auto ks = random_kernel_stack(rng, sh.planes, sh.max_support, sh.oversample, sh.grid_size);
-      const Blocks in = inputs(rng, *ks, sh.vis);
-      StageHarness cpu(uvw_w_sort::spec(), "cpu"), gpu(uvw_w_sort::spec(), "cuda");
-      cpu.set_input("kernels", ks);
-      gpu.set_input("kernels", moved(std::shared_ptr<const KernelStack>(ks), Location::device));
-      const Blocks on_device = upload(in);
-      for (std::size_t b = 0; b < in.size(); ++b) {
-        SCOPED_TRACE("block " + std::to_string(b));
-        cpu.process({{"vis", in[b]}});
-        gpu.process({{"vis", on_device[b]}});
-        auto out = gpu.output<VisBlock>("vis", b);
-        expect_on_device(*out, "uvw.w_sort");
-        expect_w_sort_matches(*moved(out, Location::host), *cpu.output<VisBlock>("vis", b), *in[b], *ks);
+    for (const Shape& sh : kShapes)
+      for (const std::string within : {"input", "cell"}) {
+        SCOPED_TRACE(sh.str() + ", within_plane " + within);
+        auto ks = random_kernel_stack(rng, sh.planes, sh.max_support, sh.oversample, sh.grid_size);
+        const Blocks in = inputs(rng, *ks, sh.vis);
+        StageHarness cpu(uvw_w_sort::spec(), "cpu", {{"within_plane", within}}),
+            gpu(uvw_w_sort::spec(), "cuda", {{"within_plane", within}});
+        cpu.set_input("kernels", ks);
+        gpu.set_input("kernels", moved(std::shared_ptr<const KernelStack>(ks), Location::device));
+        const Blocks on_device = upload(in);
+        for (std::size_t b = 0; b < in.size(); ++b) {
+          SCOPED_TRACE("block " + std::to_string(b));
+          cpu.process({{"vis", in[b]}});
+          gpu.process({{"vis", on_device[b]}});
+          auto out = gpu.output<VisBlock>("vis", b);
+          expect_on_device(*out, "uvw.w_sort");
+          expect_w_sort_matches(*moved(out, Location::host), *cpu.output<VisBlock>("vis", b), *in[b], *ks);
+          EXPECT_EQ(out->cell_order, within == "cell");
+        }
+        gpu.finish();  // all finite: no error
+        EXPECT_EQ(gpu.work().visibilities, cpu.work().visibilities);
       }
-      gpu.finish();  // all finite: no error
-      EXPECT_EQ(gpu.work().visibilities, cpu.work().visibilities);
-    }
   }
 }
 

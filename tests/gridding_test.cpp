@@ -364,56 +364,75 @@ TEST(GridSerialTiled, NoBlocksGiveAnEmptyGrid) {
 
 // ------------------------------------------------------------------------------ w-sort and tiles
 
-TEST(UvwWSort, PlacesEachVisibilityAndSortsStablyByPlane) {
-  for (auto seed : test::seeds(20240611ULL)) {
-    SCOPED_TRACE("seed " + std::to_string(seed));
-    std::mt19937_64 rng(seed);
-    auto ks = random_kernel_stack(rng, 20, 8, 4, 96);
-    std::int64_t outside = 0;
-    auto v = concat(random_vis(rng, *ks, 50000), edge_vis(rng, *ks, &outside));
-    std::shuffle(v.begin(), v.end(), rng);
-    auto in = make_block(*ks, v, 7);
-    in->skipped = 5;
-    const auto out = run_chain(ks, {in}, {}).placed[0];
+// The Morton index of (u, v), bit by bit: bit b of u at 2b, of v at 2b + 1.
+std::uint64_t morton_reference(int u, int v) {
+  std::uint64_t m = 0;
+  for (int b = 0; b < 32; ++b)
+    m |= std::uint64_t(std::uint32_t(u) >> b & 1) << (2 * b) | std::uint64_t(std::uint32_t(v) >> b & 1) << (2 * b + 1);
+  return m;
+}
 
-    // Expected: the visibilities inside the grid, stably sorted by plane, then those outside it in
-    // input order, with plane -1 (the block keeps its size; `skipped` stays the input's).
-    std::vector<std::size_t> kept, outside_at;
-    std::vector<RefPlacement> where(v.size());
-    for (std::size_t i = 0; i < v.size(); ++i) {
-      where[i] = ref_place(in->uu[i], in->vv[i], in->ww[i], *ks);
-      (where[i].inside ? kept : outside_at).push_back(i);
-    }
-    ASSERT_GE(std::int64_t(outside_at.size()), outside);  // random_vis may add some
-    std::stable_sort(kept.begin(), kept.end(), [&](auto a, auto b) { return where[a].plane < where[b].plane; });
-    ASSERT_EQ(out->size(), v.size());
-    EXPECT_EQ(out->skipped, 5);
-    EXPECT_EQ(out->index, 7);
-    EXPECT_EQ(out->grid_size, ks->geom.grid_size);
-    EXPECT_TRUE(out->placed());
-    for (std::size_t d = 0; d < v.size(); ++d) {
-      const bool inside = d < kept.size();
-      const std::size_t i = inside ? kept[d] : outside_at[d - kept.size()];
-      const RefPlacement& p = where[i];
-      const GridCoord& c = out->coords[d];
-      ASSERT_EQ(out->uu[d], in->uu[i]) << d;
-      ASSERT_EQ(out->vv[d], in->vv[i]) << d;
-      ASSERT_EQ(out->ww[d], in->ww[i]) << d;
-      ASSERT_EQ(out->vis[d], in->vis[i]) << d;
-      ASSERT_EQ(out->weight[d], in->weight[i]) << d;
-      if (!inside) {
-        ASSERT_EQ(c.plane, -1) << d;
-        continue;
+TEST(UvwWSort, PlacesEachVisibilityAndSortsStablyByPlane) {
+  for (auto seed : test::seeds(20240611ULL))
+    for (const std::string within : {"input", "cell"}) {
+      SCOPED_TRACE("seed " + std::to_string(seed) + ", within_plane " + within);
+      std::mt19937_64 rng(seed);
+      auto ks = random_kernel_stack(rng, 20, 8, 4, 96);
+      std::int64_t outside = 0;
+      auto v = concat(random_vis(rng, *ks, 50000), edge_vis(rng, *ks, &outside));
+      std::shuffle(v.begin(), v.end(), rng);
+      auto in = make_block(*ks, v, 7);
+      in->skipped = 5;
+      StageHarness sort(uvw_w_sort::spec(), "cpu", {{"within_plane", within}});
+      sort.set_input("kernels", ks);
+      sort.process({{"vis", in}});
+      const auto out = sort.output<VisBlock>("vis", 0);
+
+      // Expected: the visibilities inside the grid, stably sorted by plane (and within a plane by the
+      // Morton index of the cell for within_plane cell), then those outside it in input order, with
+      // plane -1 (the block keeps its size; `skipped` stays the input's).
+      std::vector<std::size_t> kept, outside_at;
+      std::vector<RefPlacement> where(v.size());
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        where[i] = ref_place(in->uu[i], in->vv[i], in->ww[i], *ks);
+        (where[i].inside ? kept : outside_at).push_back(i);
       }
-      ASSERT_EQ(c.u, p.u) << d;
-      ASSERT_EQ(c.v, p.v) << d;
-      ASSERT_EQ(c.plane, p.plane) << d;
-      ASSERT_EQ(c.off_u, p.off_u) << d;
-      ASSERT_EQ(c.off_v, p.off_v) << d;
-      ASSERT_EQ(bool(c.conj), p.conj) << d;
-      ASSERT_EQ(c.support, p.support) << d;
+      ASSERT_GE(std::int64_t(outside_at.size()), outside);  // random_vis may add some
+      const bool cells = within == "cell";
+      std::stable_sort(kept.begin(), kept.end(), [&](auto a, auto b) {
+        const RefPlacement &p = where[a], &q = where[b];
+        if (p.plane != q.plane) return p.plane < q.plane;
+        return cells && morton_reference(p.u, p.v) < morton_reference(q.u, q.v);
+      });
+      ASSERT_EQ(out->size(), v.size());
+      EXPECT_EQ(out->skipped, 5);
+      EXPECT_EQ(out->index, 7);
+      EXPECT_EQ(out->grid_size, ks->geom.grid_size);
+      EXPECT_TRUE(out->placed());
+      EXPECT_EQ(out->cell_order, cells);
+      for (std::size_t d = 0; d < v.size(); ++d) {
+        const bool inside = d < kept.size();
+        const std::size_t i = inside ? kept[d] : outside_at[d - kept.size()];
+        const RefPlacement& p = where[i];
+        const GridCoord& c = out->coords[d];
+        ASSERT_EQ(out->uu[d], in->uu[i]) << d;
+        ASSERT_EQ(out->vv[d], in->vv[i]) << d;
+        ASSERT_EQ(out->ww[d], in->ww[i]) << d;
+        ASSERT_EQ(out->vis[d], in->vis[i]) << d;
+        ASSERT_EQ(out->weight[d], in->weight[i]) << d;
+        if (!inside) {
+          ASSERT_EQ(c.plane, -1) << d;
+          continue;
+        }
+        ASSERT_EQ(c.u, p.u) << d;
+        ASSERT_EQ(c.v, p.v) << d;
+        ASSERT_EQ(c.plane, p.plane) << d;
+        ASSERT_EQ(c.off_u, p.off_u) << d;
+        ASSERT_EQ(c.off_v, p.off_v) << d;
+        ASSERT_EQ(bool(c.conj), p.conj) << d;
+        ASSERT_EQ(c.support, p.support) << d;
+      }
     }
-  }
 }
 
 TEST(UvwWSort, RejectsNonFiniteUvw) {

@@ -81,6 +81,10 @@ struct VisBlock : PayloadOf<VisBlock, kVisBlock> {
   std::int64_t skipped = 0;
   int grid_size = 0;
   int max_support = 0;
+  // Set by uvw.w_sort with within_plane: cell: inside each plane's run, the visibilities are in the
+  // Morton order of their cells (locality::cell_morton), input order among equal cells, so the
+  // uvflow walkers visit the block without sorting it again. Copies that keep the order keep it.
+  bool cell_order = false;
 
   std::size_t size() const { return vis.size(); }
   bool placed() const { return grid_size > 0 && coords.size() == vis.size(); }

@@ -690,8 +690,8 @@ class WprojDegridderCuda final : public DeclaredStage<decl> {
     at.kernels = table.values;
     at.start = nullptr;
     locality::Order order;
-    order.build({a.g, a.n, a.coords, a.uu, a.vv, a.ww, a.support}, block, *stack, walker_.ranges, order_stream_, stream,
-                "degrid.wproj (cuda)");
+    order.build({a.g, a.n, a.coords, a.uu, a.vv, a.ww, a.support, a.coords && block.cell_order}, block, *stack,
+                walker_.ranges, order_stream_, stream, "degrid.wproj (cuda)");
     grouped_kernel<<<unsigned(walker_.blocks), kWarp * kWalkerWarps, 0, s>>>(
         at, table.start, order.coords(), order.entries(), order.ranges(), order.range_start(), order.next());
     device::check_launch("degrid.wproj: grouped_kernel");

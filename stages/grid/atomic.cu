@@ -413,8 +413,9 @@ class AtomicCuda final : public DeclaredStage<decl> {
                        reinterpret_cast<float2*>(spare_.data())};
     const bool placed = block.placed() && block.grid_size == ks->geom.grid_size;
     locality::Order order;
-    order.build({a.g, a.n, placed ? block.coords.data() : nullptr, a.uu, a.vv, a.ww, a.support}, block, *ks,
-                walker_.ranges, order_stream_, stream, "grid.atomic (cuda)");
+    order.build({a.g, a.n, placed ? block.coords.data() : nullptr, a.uu, a.vv, a.ww, a.support,
+                 placed && block.cell_order},
+                block, *ks, walker_.ranges, order_stream_, stream, "grid.atomic (cuda)");
     grouped_kernel<Cell><<<unsigned(walker_.blocks), kWarp * kWalkerWarps, 0,
                      static_cast<cudaStream_t>(stream.native())>>>(ga, order.coords(), order.entries(), order.ranges(),
                                                                    order.range_start(), order.next());

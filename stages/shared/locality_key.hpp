@@ -49,12 +49,17 @@ UVFLOW_HD inline std::uint64_t spread_bits(std::uint32_t x) {
   return v;
 }
 
+// The Morton index of cell (u, v) with `coarse` low bits of each dropped. Full cells (coarse 0)
+// sort in an order that refines every coarser one, so a block in that order (uvw.w_sort's
+// within_plane: cell) is in the walkers' order whatever KeyLayout::coarse is.
+UVFLOW_HD inline std::uint64_t cell_morton(int u, int v, int coarse = 0) {
+  return spread_bits(std::uint32_t(u) >> coarse) | spread_bits(std::uint32_t(v) >> coarse) << 1;
+}
+
 // Entry i at cell (u, v) of `plane` (negative: off the grid).
 UVFLOW_HD inline std::uint64_t locality_key(const KeyLayout& k, int plane, int u, int v, std::int64_t i) {
-  const std::uint64_t cell =
-      spread_bits(std::uint32_t(u) >> k.coarse) | spread_bits(std::uint32_t(v) >> k.coarse) << 1;
   return std::uint64_t(i) |
-         (plane < 0 ? 0 : std::uint64_t(k.planes - plane) << k.plane_shift | cell << k.index_bits);
+         (plane < 0 ? 0 : std::uint64_t(k.planes - plane) << k.plane_shift | cell_morton(u, v, k.coarse) << k.index_bits);
 }
 
 // The plane of a key (-1 off the grid) and its entry's index.

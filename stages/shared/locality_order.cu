@@ -83,6 +83,54 @@ __global__ void work_ranges(std::int64_t n, int slots, const std::int32_t* suppo
   }
 }
 
+// A block in cell order (planes ascending, then the entries off the grid): where each rank's run
+// begins, rank = plane (planes off the grid), by bisection; block_start[planes + 1] = n.
+__global__ void rank_starts(const GridCoord* coords, std::int64_t n, int planes, std::int32_t* block_start) {
+  for (int r = blockIdx.x * blockDim.x + threadIdx.x; r <= planes + 1; r += gridDim.x * blockDim.x) {
+    std::int64_t lo = 0, hi = n;  // the first entry whose rank is r or more
+    while (lo < hi) {
+      const std::int64_t mid = (lo + hi) / 2;
+      const int plane = coords[mid].plane, rank = plane < 0 ? planes : plane;
+      if (rank < r)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    block_start[r] = std::int32_t(lo);
+  }
+}
+
+// The runs in the walkers' order (slot_at: off the grid first, then the planes from the last down),
+// laid end to end: plane_runs' run_begin and run_end for a block in cell order (a few hundred
+// runs: one thread).
+__global__ void walker_runs(const std::int32_t* block_start, int planes, std::int32_t* run_begin,
+                            std::int32_t* run_end) {
+  const int slots = planes + 1;
+  std::int32_t at = 0;
+  for (int j = 0; j < slots; ++j) {
+    const int slot = slot_at(j, slots), rank = slot == 0 ? planes : slot - 1;
+    run_begin[slot] = at;
+    at += block_start[rank + 1] - block_start[rank];
+    run_end[slot] = at;
+  }
+}
+
+// Entry i of a block in cell order goes to its run's place in the walkers' order (its index as
+// the key: Entries with an index mask of all ones).
+__global__ void presorted_entries(std::int64_t n, int planes, const std::int32_t* block_start,
+                                  const std::int32_t* run_begin, std::uint64_t* entries) {
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::int64_t(gridDim.x) * blockDim.x) {
+    int lo = 0, hi = planes + 1;  // the rank whose run holds i: block_start[lo] <= i < block_start[lo + 1]
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) / 2;
+      (block_start[mid] <= i ? lo : hi) = mid;
+    }
+    const int slot = lo == planes ? 0 : lo + 1;
+    entries[run_begin[slot] + (i - block_start[lo])] = std::uint64_t(i);
+  }
+}
+
 // ResidueTable: each plane's quarter with each row in residue order and a zero after it; plane
 // blockIdx.y (and on in steps of gridDim.y), its rows shared among the gridDim.x blocks of that
 // plane. With one block a plane, the block of the widest plane made the table alone, one value per
@@ -135,29 +183,21 @@ void Order::build_on(const Source& src, const KernelStack& ks, int ranges, const
   if (n > INT32_MAX)
     throw InputError(std::string(who) + ": a block of " + std::to_string(n) +
                      " visibilities; the locality order indexes at most 2^31 - 1 (use smaller blocks)");
-  const KeyLayout k = key_layout(ks.geom.grid_size, ks.planes, n);
-  placed_ = Array<GridCoord>::device(src.coords ? 0 : n, stream);
-  keys_a_ = Array<std::uint64_t>::device(n, stream);
-  keys_b_ = Array<std::uint64_t>::device(n, stream);
-  locality_keys<<<helper_blocks(n), 256, 0, s>>>(src, src.coords ? nullptr : placed_.data(), k, keys_a_.data());
-  device::check_launch("locality order: locality_keys");
-  // The index bits need no sorting: the sort is stable and they start in order.
-  cub::DoubleBuffer<std::uint64_t> keys(keys_a_.data(), keys_b_.data());
-  std::size_t sort_bytes = 0, scan_bytes = 0;
   const int slots = ks.planes + 1;
   work_ = Array<std::int64_t>::device(slots + 1, stream);
   work_before_ = Array<std::int64_t>::device(slots + 1, stream);
-  cuda_check(cub::DeviceRadixSort::SortKeys(nullptr, sort_bytes, keys, n, k.index_bits, k.end_bit(), s), "sort size");
+  runs_ = Array<std::int32_t>::device(2 * slots, stream);
+  std::int32_t *run_begin = runs_.data(), *run_end = runs_.data() + slots;
+  if (src.coords && src.cell_order) {
+    presorted_on(src, ks.planes, run_begin, run_end, stream);
+  } else {
+    sorted_on(src, ks, run_begin, run_end, stream, who);
+  }
+  // The order cut into ranges of equal work.
+  std::size_t scan_bytes = 0;
   cuda_check(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, work_.data(), work_before_.data(), slots + 1, s),
              "scan size");
-  temp_ = Array<std::uint8_t>::device(std::max({sort_bytes, scan_bytes, std::size_t(1)}), stream);
-  cuda_check(cub::DeviceRadixSort::SortKeys(temp_.data(), sort_bytes, keys, n, k.index_bits, k.end_bit(), s), "sort");
-  // The order cut into ranges of equal work.
-  runs_ = Array<std::int32_t>::device(2 * slots, stream);
-  device::memset_zero(runs_.data(), runs_.bytes(), stream);
-  std::int32_t *run_begin = runs_.data(), *run_end = runs_.data() + slots;
-  plane_runs<<<helper_blocks(n), 256, 0, s>>>(keys.Current(), n, k, run_begin, run_end);
-  device::check_launch("locality order: plane_runs");
+  temp_ = Array<std::uint8_t>::device(std::max(scan_bytes, std::size_t(1)), stream);
   run_work<<<(slots + 256) / 256, 256, 0, s>>>(slots, src.support, run_begin, run_end, work_.data());
   device::check_launch("locality order: run_work");
   cuda_check(cub::DeviceScan::ExclusiveSum(temp_.data(), scan_bytes, work_.data(), work_before_.data(), slots + 1, s),
@@ -167,15 +207,55 @@ void Order::build_on(const Source& src, const KernelStack& ks, int ranges, const
   work_ranges<<<(ranges + 256) / 256, 256, 0, s>>>(n, slots, src.support, run_begin, run_end, work_before_.data(),
                                                    ranges, range_start_.data(), next_.data());
   device::check_launch("locality order: work_ranges");
-  coords_ = src.coords ? src.coords : placed_.data();
-  keys_ = keys.Current();
-  index_mask_ = k.index_mask();
   ranges_ = ranges;
 }
 
+void Order::sorted_on(const Source& src, const KernelStack& ks, std::int32_t* run_begin, std::int32_t* run_end,
+                      const device::Stream& stream, const char* who) {
+  const auto cuda_check = [who](cudaError_t e, const char* what) { device::check(e, who, what); };
+  auto s = static_cast<cudaStream_t>(stream.native());
+  const std::int64_t n = src.n;
+  const KeyLayout k = key_layout(ks.geom.grid_size, ks.planes, n);
+  placed_ = Array<GridCoord>::device(src.coords ? 0 : n, stream);
+  keys_a_ = Array<std::uint64_t>::device(n, stream);
+  keys_b_ = Array<std::uint64_t>::device(n, stream);
+  locality_keys<<<helper_blocks(n), 256, 0, s>>>(src, src.coords ? nullptr : placed_.data(), k, keys_a_.data());
+  device::check_launch("locality order: locality_keys");
+  // The index bits need no sorting: the sort is stable and they start in order.
+  cub::DoubleBuffer<std::uint64_t> keys(keys_a_.data(), keys_b_.data());
+  std::size_t sort_bytes = 0;
+  cuda_check(cub::DeviceRadixSort::SortKeys(nullptr, sort_bytes, keys, n, k.index_bits, k.end_bit(), s), "sort size");
+  sort_temp_ = Array<std::uint8_t>::device(std::max(sort_bytes, std::size_t(1)), stream);
+  cuda_check(cub::DeviceRadixSort::SortKeys(sort_temp_.data(), sort_bytes, keys, n, k.index_bits, k.end_bit(), s),
+             "sort");
+  device::memset_zero(run_begin, 2 * (ks.planes + 1) * sizeof(std::int32_t), stream);  // empty planes: empty runs
+  plane_runs<<<helper_blocks(n), 256, 0, s>>>(keys.Current(), n, k, run_begin, run_end);
+  device::check_launch("locality order: plane_runs");
+  coords_ = src.coords ? src.coords : placed_.data();
+  keys_ = keys.Current();
+  index_mask_ = k.index_mask();
+}
+
+void Order::presorted_on(const Source& src, int planes, std::int32_t* run_begin, std::int32_t* run_end,
+                         const device::Stream& stream) {
+  auto s = static_cast<cudaStream_t>(stream.native());
+  const std::int64_t n = src.n;
+  block_start_ = Array<std::int32_t>::device(std::size_t(planes) + 2, stream);
+  keys_a_ = Array<std::uint64_t>::device(n, stream);
+  rank_starts<<<(planes + 2 + 255) / 256, 256, 0, s>>>(src.coords, n, planes, block_start_.data());
+  device::check_launch("locality order: rank_starts");
+  walker_runs<<<1, 1, 0, s>>>(block_start_.data(), planes, run_begin, run_end);
+  device::check_launch("locality order: walker_runs");
+  presorted_entries<<<helper_blocks(n), 256, 0, s>>>(n, planes, block_start_.data(), run_begin, keys_a_.data());
+  device::check_launch("locality order: presorted_entries");
+  coords_ = src.coords;
+  keys_ = keys_a_.data();
+  index_mask_ = ~std::uint64_t(0);
+}
+
 void Order::release(const device::Stream& stream) {
-  keep_until(stream.record(), {&placed_, &keys_a_, &keys_b_, &runs_, &work_, &work_before_, &range_start_, &next_,
-                               &temp_});
+  keep_until(stream.record(), {&placed_, &keys_a_, &keys_b_, &runs_, &block_start_, &work_, &work_before_,
+                               &range_start_, &next_, &temp_, &sort_temp_});
 }
 
 ResidueTable::View ResidueTable::of(const std::shared_ptr<const KernelStack>& stack, const device::Stream& side,

@@ -45,13 +45,14 @@ constexpr int kBlocksPerRange = 8;
 constexpr int kRowTile = 32;  // union rows whose kernel-row offsets a warp stages at once
 
 // Where the visibilities of a block are: placed coords (uvw.w_sort's), or null and the raw uvw
-// to place them from.
+// to place them from; cell_order: the placed block is in cell order (VisBlock::cell_order).
 struct Source {
   Placement g;
   std::int64_t n = 0;
   const GridCoord* coords = nullptr;
   const float *uu = nullptr, *vv = nullptr, *ww = nullptr;
   const std::int32_t* support = nullptr;
+  bool cell_order = false;
 };
 
 // A block's entries in locality order: the sorted keys, each ending in its entry's index (a
@@ -74,7 +75,8 @@ class Order {
   // on `stream` it would wait for the previous block's walker, while on `side` it runs in that
   // walker's tail, on the SMs it leaves idle (el56-82 on the H200: degrid.wproj 17.27-17.33 ms against
   // 18.46-18.70, grid.atomic 20.41-20.43 against 20.81-20.83; an order takes about 0.5 ms a block).
-  // `stream` waits for it.
+  // `stream` waits for it. A block in cell order is not sorted again: its planes' runs are found
+  // by bisection and taken widest first (about a tenth of the sort's time).
   void build(const Source& src, const Payload& block, const KernelStack& ks, int ranges, const device::Stream& side,
              const device::Stream& stream, const char* who);
   // The arrays are kept until the work queued on `stream` so far is done.
@@ -88,6 +90,12 @@ class Order {
 
  private:
   void build_on(const Source& src, const KernelStack& ks, int ranges, const device::Stream& stream, const char* who);
+  // The entries and each plane's run in them (slot 0 off the grid, plane p at p + 1): by sorting
+  // keys, or for a block in cell order by finding its runs.
+  void sorted_on(const Source& src, const KernelStack& ks, std::int32_t* run_begin, std::int32_t* run_end,
+                 const device::Stream& stream, const char* who);
+  void presorted_on(const Source& src, int planes, std::int32_t* run_begin, std::int32_t* run_end,
+                    const device::Stream& stream);
 
   const GridCoord* coords_ = nullptr;
   const std::uint64_t* keys_ = nullptr;
@@ -95,10 +103,10 @@ class Order {
   int ranges_ = 0;
   Array<GridCoord> placed_;
   Array<std::uint64_t> keys_a_, keys_b_;
-  Array<std::int32_t> runs_;
+  Array<std::int32_t> runs_, block_start_;
   Array<std::int64_t> work_, work_before_, range_start_;
   Array<unsigned long long> next_;
-  Array<std::uint8_t> temp_;
+  Array<std::uint8_t> temp_, sort_temp_;
 };
 
 // The table the walkers read kernel values from: each plane's quarter (S x S), every row in residue

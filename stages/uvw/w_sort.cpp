@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "runtime/error.hpp"
+#include "stages/shared/locality_key.hpp"
 #include "stages/shared/placement.hpp"
 #include "stages/shared/vis_checks.hpp"
 
@@ -21,7 +22,10 @@ constexpr std::size_t kChunk = 16384;
 
 class WSort : public DeclaredStage<decl> {
  public:
-  void prepare(PrepareContext& pc) override { pinned_ = pc.pinned(vis_out.name); }
+  void prepare(PrepareContext& pc) override {
+    pinned_ = pc.pinned(vis_out.name);
+    cell_order_ = params().within_plane == "cell";
+  }
 
   void process(Context& ctx) override {
     auto in = ctx.in(vis_in);
@@ -52,27 +56,49 @@ class WSort : public DeclaredStage<decl> {
       }
     });
     // Exclusive scan key-major (the output is sorted by plane, the off-grid ones last), chunk-minor
-    // (and stable).
+    // (and stable); plane_start[k]: where key k's run begins.
+    std::vector<std::int64_t> plane_start(keys + 1);
     std::int64_t start = 0;
-    for (std::size_t k = 0; k < keys; ++k)
+    for (std::size_t k = 0; k < keys; ++k) {
+      plane_start[k] = start;
       for (std::size_t c = 0; c < chunks; ++c) {
         const std::int64_t count = cursor[c * keys + k];
         cursor[c * keys + k] = start;
         start += count;
       }
+    }
+    plane_start[keys] = start;
 
-    // Pass 2: scatter every array to its sorted position.
-    auto out = sorted_shell(*in, *ks, [&](auto t, std::size_t m) { return Array<decltype(t)>::host(m, pinned_); });
+    // Pass 2: each visibility's sorted position; order[d] is the input index of output d.
+    std::vector<std::size_t> order(n);
+    tbb::parallel_for(std::size_t(0), chunks, [&](std::size_t c) {
+      std::int64_t* next = cursor.data() + c * keys;
+      for (std::size_t i = c * kChunk, end = std::min(n, i + kChunk); i < end; ++i) {
+        const int p = placed[i].plane;
+        order[next[p < 0 ? planes : p]++] = i;
+      }
+    });
+    // within_plane cell: each plane's run by Morton index, stably (the off-grid run stays as it is).
+    if (cell_order_)
+      tbb::parallel_for(0, planes, [&](int p) {
+        std::stable_sort(order.begin() + plane_start[p], order.begin() + plane_start[p + 1],
+                         [&](std::size_t a, std::size_t b) {
+                           return locality::cell_morton(placed[a].u, placed[a].v) <
+                                  locality::cell_morton(placed[b].u, placed[b].v);
+                         });
+      });
+
+    // Pass 3: every array gathered in sorted order.
+    auto out = sorted_shell(*in, *ks, cell_order_,
+                            [&](auto t, std::size_t m) { return Array<decltype(t)>::host(m, pinned_); });
     const cfloat* vis = in->vis.host_data();
     const float* weight = in->weight.host_data();
     float *out_uu = out->uu.data(), *out_vv = out->vv.data(), *out_ww = out->ww.data(), *out_weight = out->weight.data();
     cfloat* out_vis = out->vis.data();
     GridCoord* out_coords = out->coords.data();
     tbb::parallel_for(std::size_t(0), chunks, [&](std::size_t c) {
-      std::int64_t* next = cursor.data() + c * keys;
-      for (std::size_t i = c * kChunk, end = std::min(n, i + kChunk); i < end; ++i) {
-        const int p = placed[i].plane;
-        const std::int64_t d = next[p < 0 ? planes : p]++;
+      for (std::size_t d = c * kChunk, end = std::min(n, d + kChunk); d < end; ++d) {
+        const std::size_t i = order[d];
         out_uu[d] = uu[i];
         out_vv[d] = vv[i];
         out_ww[d] = ww[i];
@@ -87,6 +113,7 @@ class WSort : public DeclaredStage<decl> {
 
  private:
   bool pinned_ = false;
+  bool cell_order_ = false;
 };
 
 }  // namespace

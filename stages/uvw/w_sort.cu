@@ -1,5 +1,6 @@
 // uvw.w_sort, cuda backend: one thread per visibility places it and writes its sort key (its
-// plane, or one past the last plane when it is off the grid), CUB sorts (key, index) pairs
+// plane, or one past the last plane when it is off the grid; with within_plane cell, the cell's
+// Morton index below it), CUB sorts (key, index) pairs
 // stably, and one thread per output slot gathers every array through the sorted indices. The
 // block keeps its size, so nothing the host needs depends on device data.
 #include <cuda_runtime.h>
@@ -11,6 +12,7 @@
 
 #include "runtime/cuda_check.hpp"
 #include "runtime/error.hpp"
+#include "stages/shared/locality_key.hpp"
 #include "stages/shared/placement.hpp"
 #include "stages/shared/vis_checks.hpp"
 #include "stages/uvw/w_sort.hpp"
@@ -19,19 +21,29 @@ namespace uvflow::uvw_w_sort {
 namespace {
 
 constexpr int kThreads = 256;
-using Key = std::uint16_t;  // planes <= 32767 (Placement::of), plus the off-grid key
+using Key = std::uint16_t;  // the plane alone: planes <= 32767 (Placement::of), plus the off-grid key
+
+// The sort key of a placed visibility: its plane (one past the last when it is off the grid), above
+// `cell_shift` bits that hold its cell's Morton index with within_plane cell (cell_shift 0: none;
+// K is then Key, else 64 bits).
+template <class K>
+__device__ inline K sort_key(const GridCoord& c, Placed where, int planes, int cell_shift) {
+  if (where != Placed::inside) return K(K(planes) << cell_shift);
+  return K(K(c.plane) << cell_shift | (cell_shift ? K(locality::cell_morton(c.u, c.v)) : K(0)));
+}
 
 // A kernel cannot throw: non-finite uvw is keyed as off the grid and counted in bad[0], and bad[1]
 // keeps the complement of the smallest (block << 32 | visibility) among them (atomicMax of the
 // complement: zeroed memory needs no other initial value), for the error raised at the end.
+template <class K>
 __global__ void plane_keys(const Placement p, const std::int32_t* support, const float* uu, const float* vv,
-                           const float* ww, int n, Key* keys, std::int32_t* order, unsigned long long block,
-                           unsigned long long* bad) {
+                           const float* ww, int n, int cell_shift, K* keys, std::int32_t* order,
+                           unsigned long long block, unsigned long long* bad) {
   const std::int64_t i = std::int64_t(blockIdx.x) * kThreads + threadIdx.x;
   if (i >= n) return;
   GridCoord c;
   const Placed where = place(p, support, uu[i], vv[i], ww[i], c);
-  keys[i] = Key(where == Placed::inside ? c.plane : p.planes);
+  keys[i] = sort_key<K>(c, where, p.planes, cell_shift);
   order[i] = std::int32_t(i);
   if (where == Placed::invalid) {
     atomicAdd(bad, 1ull);
@@ -74,6 +86,7 @@ class WSortCuda final : public DeclaredStage<decl> {
  public:
   // Here, not at the first block: blocks are sorted concurrently.
   void prepare(PrepareContext& pc) override {
+    cell_order_ = params().within_plane == "cell";
     if (pc.dry_run) return;
     bad_ = Array<unsigned long long>::device(2, pc.stream);
     device::memset_zero(bad_.data(), bad_.bytes(), pc.stream);
@@ -96,34 +109,23 @@ class WSortCuda final : public DeclaredStage<decl> {
     const device::Stream& stream = ctx.stream();
     const auto raw = static_cast<cudaStream_t>(stream.native());
     const int n = int(in->size());
-    auto out = sorted_shell(*in, *ks, [&](auto t, std::size_t m) { return Array<decltype(t)>::device(m, stream); });
+    auto out = sorted_shell(*in, *ks, cell_order_,
+                            [&](auto t, std::size_t m) { return Array<decltype(t)>::device(m, stream); });
     if (n > 0) {
-      auto keys_a = Array<Key>::device(n, stream), keys_b = Array<Key>::device(n, stream);
       auto order_a = Array<std::int32_t>::device(n, stream), order_b = Array<std::int32_t>::device(n, stream);
-      const std::int32_t* support = ks->support.data();
-      plane_keys<<<(n + kThreads - 1) / kThreads, kThreads, 0, raw>>>(placement, support, in->uu.data(), in->vv.data(),
-                                                                      in->ww.data(), n, keys_a.data(), order_a.data(),
-                                                                      (unsigned long long)(in->index), bad_.data());
-      device::check_launch("uvw.w_sort: plane_keys launch");
-      bad_.storage()->set_last_writer(stream.record());  // freed only after this kernel
-      // Keys run from 0 to `planes` (off the grid): sort only the bits that can be set. The
-      // double-buffer form needs no second copy inside CUB's temporary storage.
-      const int end_bit = std::bit_width(unsigned(placement.planes));
-      cub::DoubleBuffer<Key> keys(keys_a.data(), keys_b.data());
       cub::DoubleBuffer<std::int32_t> order(order_a.data(), order_b.data());
-      std::size_t bytes = 0;
-      cuda_check(cub::DeviceRadixSort::SortPairs(nullptr, bytes, keys, order, n, 0, end_bit, raw), "radix sort size");
-      auto temp = Array<std::uint8_t>::device(bytes, stream);
-      cuda_check(cub::DeviceRadixSort::SortPairs(temp.data(), bytes, keys, order, n, 0, end_bit, raw), "radix sort");
+      if (cell_order_)
+        sort<std::uint64_t>(placement, *ks, *in, order, stream);
+      else
+        sort<Key>(placement, *ks, *in, order, stream);
       const Columns cols{in->uu.data(), in->vv.data(), in->ww.data(), in->weight.data(),
                          reinterpret_cast<const float2*>(in->vis.data())};
       const OutColumns out_cols{out->uu.data(), out->vv.data(), out->ww.data(), out->weight.data(),
                                 reinterpret_cast<float2*>(out->vis.data()), out->coords.data()};
-      gather<<<(n + kThreads - 1) / kThreads, kThreads, 0, raw>>>(placement, support, order.Current(), n, cols,
-                                                                  out_cols);
+      gather<<<(n + kThreads - 1) / kThreads, kThreads, 0, raw>>>(placement, ks->support.data(), order.Current(), n,
+                                                                  cols, out_cols);
       device::check_launch("uvw.w_sort: gather launch");
-      // The scratch arrays are released only after the gather has read them.
-      keep_until(stream.record(), {&keys_a, &keys_b, &order_a, &order_b, &temp});
+      keep_until(stream.record(), {&order_a, &order_b});  // released only after the gather has read them
     }
     ctx.add_work({.visibilities = double(n)});
     ctx.emit(vis_out, out);
@@ -141,6 +143,36 @@ class WSortCuda final : public DeclaredStage<decl> {
   }
 
  private:
+  // `order` (the identity after plane_keys) sorted stably by each visibility's key: K = Key, the plane;
+  // 64 bits with within_plane cell.
+  template <class K>
+  void sort(const Placement& placement, const KernelStack& ks, const VisBlock& in, cub::DoubleBuffer<std::int32_t>& order,
+            const device::Stream& stream) {
+    const auto raw = static_cast<cudaStream_t>(stream.native());
+    const int n = int(in.size());
+    // Sort only the bits that can be set: the plane's (0 .. planes, off the grid) above the cell's.
+    const int cell_shift = cell_order_ ? 2 * std::bit_width(unsigned(ks.geom.grid_size - 1)) : 0;
+    const int end_bit = std::bit_width(unsigned(placement.planes)) + cell_shift;
+    if (end_bit > int(8 * sizeof(K)))
+      throw InputError("uvw.w_sort: within_plane cell on a grid of " + std::to_string(ks.geom.grid_size) + " cells and " +
+                       std::to_string(placement.planes) + " planes needs " + std::to_string(end_bit) +
+                       " bits of sort key, more than 64");
+    auto keys_a = Array<K>::device(n, stream), keys_b = Array<K>::device(n, stream);
+    plane_keys<K><<<(n + kThreads - 1) / kThreads, kThreads, 0, raw>>>(
+        placement, ks.support.data(), in.uu.data(), in.vv.data(), in.ww.data(), n, cell_shift, keys_a.data(),
+        order.Current(), (unsigned long long)(in.index), bad_.data());
+    device::check_launch("uvw.w_sort: plane_keys launch");
+    bad_.storage()->set_last_writer(stream.record());  // freed only after this kernel
+    // The double-buffer form needs no second copy inside CUB's temporary storage.
+    cub::DoubleBuffer<K> keys(keys_a.data(), keys_b.data());
+    std::size_t bytes = 0;
+    cuda_check(cub::DeviceRadixSort::SortPairs(nullptr, bytes, keys, order, n, 0, end_bit, raw), "radix sort size");
+    auto temp = Array<std::uint8_t>::device(bytes, stream);
+    cuda_check(cub::DeviceRadixSort::SortPairs(temp.data(), bytes, keys, order, n, 0, end_bit, raw), "radix sort");
+    keep_until(stream.record(), {&keys_a, &keys_b, &temp});
+  }
+
+  bool cell_order_ = false;
   Array<unsigned long long> bad_;  // [count, ~first (block << 32 | visibility)] of non-finite uvw
 };
 

@@ -18,7 +18,9 @@ inline constexpr Out<VisBlock> vis_out{
     .name = "vis",
     .doc = "the block with coords set, sorted by w-plane; off-grid visibilities last, with plane -1"};
 
-struct Params {};
+struct Params {
+  std::string within_plane = "input";
+};
 
 inline const StageDecl<Params> decl{
     .type = "uvw.w_sort",
@@ -33,9 +35,11 @@ inline const StageDecl<Params> decl{
            "input order, with coords.plane = -1 (on every backend: a device sort cannot shrink a block without a "
            "round trip to the host); every consumer skips them and the gridders count them as skipped; `skipped` is "
            "the input's. Non-finite uvw is an input error naming the block and the visibility. "
-           "cpu: a counting sort, parallel over chunks of the block (the output does not depend on the thread count); "
+           "cpu: a counting sort, parallel over chunks of the block (the output does not depend on the thread count), "
+           "then with within_plane cell a stable sort of each plane's run by Morton index, parallel over planes; "
            "the error stops the run at the block. "
-           "cuda: a CUB radix sort of (plane, index) pairs on the device, keys only as wide as the plane count needs; "
+           "cuda: a CUB radix sort of (plane, index) pairs on the device, keys only as wide as the plane count needs "
+           "(and the Morton index below the plane with within_plane cell); "
            "the host never reads the block, so non-finite uvw is counted on the device (and placed off the grid) and "
            "the error, naming the first such visibility, is raised at the end of the stream (one read-back). Both "
            "backends give the same blocks, in the same order, with identical coords. "
@@ -43,15 +47,23 @@ inline const StageDecl<Params> decl{
            "just outside the grid edges and rounding ties; cuda against cpu on random and edge cases.",
     .inputs = {vis_in, kernels},
     .outputs = {vis_out},
+    .params = {{&Params::within_plane,
+                {.name = "within_plane",
+                 .choices = {"input", "cell"},
+                 .doc = "the order inside each plane: input, the input's (the sort is stable); cell, the Morton "
+                        "order of the visibilities' grid cells (stages/shared/locality_key.hpp), input order among "
+                        "equal cells: the order the uvflow walkers (degrid.wproj and grid.atomic, variant uvflow) "
+                        "visit a plane in, so they use the block as it is instead of sorting it on every pass (the "
+                        "sort here costs more key bits: 2 per bit of the grid size)"}}},
     .concurrency = Concurrency::parallel,
 };
 
 StageSpec spec();
 
 // The sorted block's shell, the same on both backends: `in`'s metadata, placement fields from the
-// kernels, and fresh arrays of in.size() from `alloc` (host or device), to be filled in sorted order.
+// kernels, the order inside planes, and fresh arrays of in.size() from `alloc` (host or device), to be filled in sorted order.
 template <class Alloc>
-std::shared_ptr<VisBlock> sorted_shell(const VisBlock& in, const KernelStack& ks, Alloc&& alloc) {
+std::shared_ptr<VisBlock> sorted_shell(const VisBlock& in, const KernelStack& ks, bool cell_order, Alloc&& alloc) {
   const std::size_t n = in.size();
   auto out = std::make_shared<VisBlock>();
   out->obs = in.obs;
@@ -59,6 +71,7 @@ std::shared_ptr<VisBlock> sorted_shell(const VisBlock& in, const KernelStack& ks
   out->skipped = in.skipped;  // the off-grid ones stay in the block, marked
   out->grid_size = ks.geom.grid_size;
   out->max_support = ks.max_support;
+  out->cell_order = cell_order;
   out->uu = alloc(float{}, n);
   out->vv = alloc(float{}, n);
   out->ww = alloc(float{}, n);
