@@ -44,7 +44,8 @@ inline const StageDecl<Params> decl{
            "the error, naming the first such visibility, is raised at the end of the stream (one read-back). Both "
            "backends give the same blocks, in the same order, with identical coords. "
            "Tested: cpu against an independent double-precision placement, including visibilities just inside and "
-           "just outside the grid edges and rounding ties; cuda against cpu on random and edge cases.",
+           "just outside the grid edges and rounding ties, and its order within planes (cell: against a Morton index "
+           "made bit by bit); cuda against cpu, with either order, on random and edge cases.",
     .inputs = {vis_in, kernels},
     .outputs = {vis_out},
     .params = {{&Params::within_plane,
