@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "runtime/error.hpp"
@@ -69,26 +71,7 @@ class WSort : public DeclaredStage<decl> {
     }
     plane_start[keys] = start;
 
-    // Pass 2: each visibility's sorted position; order[d] is the input index of output d.
-    std::vector<std::size_t> order(n);
-    tbb::parallel_for(std::size_t(0), chunks, [&](std::size_t c) {
-      std::int64_t* next = cursor.data() + c * keys;
-      for (std::size_t i = c * kChunk, end = std::min(n, i + kChunk); i < end; ++i) {
-        const int p = placed[i].plane;
-        order[next[p < 0 ? planes : p]++] = i;
-      }
-    });
-    // within_plane cell: each plane's run by Morton index, stably (the off-grid run stays as it is).
-    if (cell_order_)
-      tbb::parallel_for(0, planes, [&](int p) {
-        std::stable_sort(order.begin() + plane_start[p], order.begin() + plane_start[p + 1],
-                         [&](std::size_t a, std::size_t b) {
-                           return locality::cell_morton(placed[a].u, placed[a].v) <
-                                  locality::cell_morton(placed[b].u, placed[b].v);
-                         });
-      });
-
-    // Pass 3: every array gathered in sorted order.
+    // Pass 2: scatter every array to its sorted position.
     auto out = sorted_shell(*in, *ks, cell_order_,
                             [&](auto t, std::size_t m) { return Array<decltype(t)>::host(m, pinned_); });
     const cfloat* vis = in->vis.host_data();
@@ -97,8 +80,10 @@ class WSort : public DeclaredStage<decl> {
     cfloat* out_vis = out->vis.data();
     GridCoord* out_coords = out->coords.data();
     tbb::parallel_for(std::size_t(0), chunks, [&](std::size_t c) {
-      for (std::size_t d = c * kChunk, end = std::min(n, d + kChunk); d < end; ++d) {
-        const std::size_t i = order[d];
+      std::int64_t* next = cursor.data() + c * keys;
+      for (std::size_t i = c * kChunk, end = std::min(n, i + kChunk); i < end; ++i) {
+        const int p = placed[i].plane;
+        const std::int64_t d = next[p < 0 ? planes : p]++;
         out_uu[d] = uu[i];
         out_vv[d] = vv[i];
         out_ww[d] = ww[i];
@@ -107,6 +92,22 @@ class WSort : public DeclaredStage<decl> {
         out_coords[d] = placed[i];
       }
     });
+    // within_plane cell: each plane's run reordered stably by Morton index (the off-grid run stays
+    // as it is). Only here, so that the default order costs no more than the counting sort.
+    if (cell_order_)
+      tbb::parallel_for(0, planes, [&](int p) {
+        const std::int64_t begin = plane_start[p], len = plane_start[p + 1] - begin;
+        std::vector<std::pair<std::uint64_t, std::int64_t>> order(len);  // (Morton index, position): stable
+        for (std::int64_t k = 0; k < len; ++k)
+          order[k] = {locality::cell_morton(out_coords[begin + k].u, out_coords[begin + k].v), begin + k};
+        std::sort(order.begin(), order.end());
+        const auto permute = [&](auto* a) {
+          std::vector<std::remove_reference_t<decltype(*a)>> run(len);
+          for (std::int64_t k = 0; k < len; ++k) run[k] = a[order[k].second];
+          std::copy(run.begin(), run.end(), a + begin);
+        };
+        permute(out_uu), permute(out_vv), permute(out_ww), permute(out_vis), permute(out_weight), permute(out_coords);
+      });
     ctx.add_work({.visibilities = double(n)});
     ctx.emit(vis_out, out);
   }
