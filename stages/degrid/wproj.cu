@@ -584,6 +584,7 @@ class WprojDegridderCuda final : public DeclaredStage<decl> {
         } else {
           walker_ = locality::walker_launch(reinterpret_cast<const void*>(grouped_kernel), kWalkerWarps);
           order_stream_ = device::Stream::create();
+          for (auto& w : walker_streams_) w = device::Stream::create();
         }
         break;
       case Design::scatter:
@@ -612,14 +613,25 @@ class WprojDegridderCuda final : public DeclaredStage<decl> {
     const bool placed = block->placed() && block->grid_size == ks->geom.grid_size;
     if (design_ == Design::moving_window) check_time_blocks(*block);
     const device::Stream& stream = ctx.stream();
+    // uvflow (nearest): each block's walker on the next of two streams of the stage's own, which wait
+    // only for the block's inputs and order, so that it starts on the SMs that the previous block's
+    // walker leaves idle in its tail; `stream` waits for it before the block is handed on.
+    const bool own_streams = design_ == Design::uvflow && !linear_;
+    const device::Stream& run = own_streams ? walker_streams_[walker_turn_] : stream;
     if (work_.empty()) {
       work_ = Array<double>::device(2, stream);
       device::memset_zero(work_.data(), work_.bytes(), stream);
       ctx.add_work_on_device(work_);
+      if (own_streams)
+        for (auto& w : walker_streams_) w.wait(stream.record());
     }
+    if (own_streams)
+      for (const Payload* p : {static_cast<const Payload*>(block.get()), static_cast<const Payload*>(g.get()),
+                               static_cast<const Payload*>(ks.get())})
+        wait_for_device_input(*p, run);
     const std::int64_t n = std::int64_t(block->size());
     auto out = std::make_shared<VisBlock>(*block);
-    out->vis = Array<cfloat>::device(block->size(), stream);
+    out->vis = Array<cfloat>::device(block->size(), run);
     if (n > 0) {
       const Args a{Placement::of(*ks),
                    n,
@@ -646,7 +658,7 @@ class WprojDegridderCuda final : public DeclaredStage<decl> {
             linear_kernel<<<grid_blocks(n, kWarp * kWarpsPerBlock), kWarp * kWarpsPerBlock, 0, s>>>(a);
             device::check_launch("degrid.wproj: linear_kernel");
           } else {
-            grouped(a, *block, ks, stream);
+            grouped(a, *block, ks, stream, run);
           }
           break;
         case Design::scatter:
@@ -656,6 +668,10 @@ class WprojDegridderCuda final : public DeclaredStage<decl> {
           moving_window(a, *block, stream);
           break;
       }
+    }
+    if (own_streams) {
+      stream.wait(run.record());
+      walker_turn_ ^= 1;
     }
     ctx.emit(model, out);
   }
@@ -681,21 +697,22 @@ class WprojDegridderCuda final : public DeclaredStage<decl> {
     return unsigned(std::max<std::int64_t>(1, std::min<std::int64_t>((n + threads - 1) / threads, max_blocks_)));
   }
 
-  // The locality order, then the walker.
+  // The locality order, then the walker on `run`; `stream` (the stage's) has waited for every walker
+  // before this one.
   void grouped(const Args& a, const VisBlock& block, const std::shared_ptr<const KernelStack>& stack,
-               const device::Stream& stream) {
-    auto s = static_cast<cudaStream_t>(stream.native());
+               const device::Stream& stream, const device::Stream& run) {
+    auto s = static_cast<cudaStream_t>(run.native());
     Args at = a;  // the kernels in residue order, with zeros, and their own plane starts (table.start)
     const locality::ResidueTable::View table = table_.of(stack, order_stream_, stream, "degrid.wproj (cuda)");
     at.kernels = table.values;
     at.start = nullptr;
     locality::Order order;
     order.build({a.g, a.n, a.coords, a.uu, a.vv, a.ww, a.support, a.coords && block.cell_order}, block, *stack,
-                walker_.ranges, order_stream_, stream, "degrid.wproj (cuda)");
+                walker_.ranges, order_stream_, run, "degrid.wproj (cuda)");
     grouped_kernel<<<unsigned(walker_.blocks), kWarp * kWalkerWarps, 0, s>>>(
         at, table.start, order.coords(), order.entries(), order.ranges(), order.range_start(), order.next());
     device::check_launch("degrid.wproj: grouped_kernel");
-    order.release(stream);
+    order.release(run);
   }
 
   // Bucket the (visibility, tile) pairs by tile, then a thread block per tile. The pair count is
@@ -782,6 +799,8 @@ class WprojDegridderCuda final : public DeclaredStage<decl> {
   int max_blocks_ = 1;
   locality::WalkerLaunch walker_;
   device::Stream order_stream_;  // uvflow: the locality orders' (Order::build)
+  device::Stream walker_streams_[2];  // uvflow: the walkers', in turn
+  int walker_turn_ = 0;
   Array<double> work_;
   locality::ResidueTable table_;  // uvflow
 };
