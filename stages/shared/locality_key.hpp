@@ -58,8 +58,9 @@ UVFLOW_HD inline std::uint64_t cell_morton(int u, int v, int coarse = 0) {
 
 // Entry i at cell (u, v) of `plane` (negative: off the grid).
 UVFLOW_HD inline std::uint64_t locality_key(const KeyLayout& k, int plane, int u, int v, std::int64_t i) {
-  return std::uint64_t(i) |
-         (plane < 0 ? 0 : std::uint64_t(k.planes - plane) << k.plane_shift | cell_morton(u, v, k.coarse) << k.index_bits);
+  return std::uint64_t(i) | (plane < 0 ? 0
+                                       : std::uint64_t(k.planes - plane) << k.plane_shift |
+                                             cell_morton(u, v, k.coarse) << k.index_bits);
 }
 
 // The plane of a key (-1 off the grid) and its entry's index.

@@ -1,8 +1,8 @@
 // uvw.w_sort, cuda backend: one thread per visibility places it and writes its sort key (its
 // plane, or one past the last plane when it is off the grid; with within_plane cell, the cell's
-// Morton index below it), CUB sorts (key, index) pairs
-// stably, and one thread per output slot gathers every array through the sorted indices. The
-// block keeps its size, so nothing the host needs depends on device data.
+// Morton index below it), CUB sorts (key, index) pairs stably, and one thread per output slot
+// gathers every array through the sorted indices. The block keeps its size, so nothing the host
+// needs depends on device data.
 #include <cuda_runtime.h>
 
 #include <bit>
