@@ -101,34 +101,20 @@ __global__ void rank_starts(const GridCoord* coords, std::int64_t n, int planes,
 }
 
 // The runs in the walkers' order (slot_at: off the grid first, then the planes from the last down),
-// laid end to end: plane_runs' run_begin and run_end for a block in cell order (a few hundred
-// runs: one thread).
+// laid end to end: plane_runs' run_begin and run_end for a block in cell order, and Entries'
+// walk_at and block_at (a few hundred runs: one thread).
 __global__ void walker_runs(const std::int32_t* block_start, int planes, std::int32_t* run_begin,
-                            std::int32_t* run_end) {
+                            std::int32_t* run_end, std::int32_t* walk_at, std::int32_t* block_at) {
   const int slots = planes + 1;
   std::int32_t at = 0;
   for (int j = 0; j < slots; ++j) {
     const int slot = slot_at(j, slots), rank = slot == 0 ? planes : slot - 1;
-    run_begin[slot] = at;
+    run_begin[slot] = walk_at[j] = at;
+    block_at[j] = block_start[rank];
     at += block_start[rank + 1] - block_start[rank];
     run_end[slot] = at;
   }
-}
-
-// Entry i of a block in cell order goes to its run's place in the walkers' order (its index as
-// the key: Entries with an index mask of all ones).
-__global__ void presorted_entries(std::int64_t n, int planes, const std::int32_t* block_start,
-                                  const std::int32_t* run_begin, std::uint64_t* entries) {
-  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += std::int64_t(gridDim.x) * blockDim.x) {
-    int lo = 0, hi = planes + 1;  // the rank whose run holds i: block_start[lo] <= i < block_start[lo + 1]
-    while (hi - lo > 1) {
-      const int mid = (lo + hi) / 2;
-      (block_start[mid] <= i ? lo : hi) = mid;
-    }
-    const int slot = lo == planes ? 0 : lo + 1;
-    entries[run_begin[slot] + (i - block_start[lo])] = std::uint64_t(i);
-  }
+  walk_at[slots] = at;
 }
 
 // ResidueTable: each plane's quarter with each row in residue order and a zero after it; plane
@@ -240,17 +226,17 @@ void Order::presorted_on(const Source& src, int planes, std::int32_t* run_begin,
                          const device::Stream& stream) {
   auto s = static_cast<cudaStream_t>(stream.native());
   const std::int64_t n = src.n;
-  block_start_ = Array<std::int32_t>::device(std::size_t(planes) + 2, stream);
-  keys_a_ = Array<std::uint64_t>::device(n, stream);
+  block_start_ = Array<std::int32_t>::device(3 * (std::size_t(planes) + 2), stream);
+  std::int32_t *walk_at = block_start_.data() + planes + 2, *block_at = walk_at + planes + 2;
   rank_starts<<<(planes + 2 + 255) / 256, 256, 0, s>>>(src.coords, n, planes, block_start_.data());
   device::check_launch("locality order: rank_starts");
-  walker_runs<<<1, 1, 0, s>>>(block_start_.data(), planes, run_begin, run_end);
+  walker_runs<<<1, 1, 0, s>>>(block_start_.data(), planes, run_begin, run_end, walk_at, block_at);
   device::check_launch("locality order: walker_runs");
-  presorted_entries<<<helper_blocks(n), 256, 0, s>>>(n, planes, block_start_.data(), run_begin, keys_a_.data());
-  device::check_launch("locality order: presorted_entries");
   coords_ = src.coords;
-  keys_ = keys_a_.data();
-  index_mask_ = ~std::uint64_t(0);
+  keys_ = nullptr;
+  walk_at_ = walk_at;
+  block_at_ = block_at;
+  runs_count_ = planes + 1;
 }
 
 void Order::release(const device::Stream& stream) {

@@ -59,10 +59,22 @@ struct Source {
 // keys-only sort moves 8 bytes an entry and pass where keys and a separate index moved 12; on the
 // H200 grid.atomic's el82-70 took 15.23-15.24 ms against 15.39-15.42, el56-82 22.42-22.46 against
 // 22.61-22.88).
+// A block in cell order has no keys: position i of run j (walker order) is entry block_at[j] + i -
+// walk_at[j] (walk_at[runs] = n; empty runs share their start, and the search finds the last).
 struct Entries {
   const std::uint64_t* keys;
   std::uint64_t index_mask;
-  __device__ std::int32_t operator[](std::int64_t i) const { return key_index(keys[i], index_mask); }
+  const std::int32_t *walk_at = nullptr, *block_at = nullptr;
+  int runs = 0;
+  __device__ std::int32_t operator[](std::int64_t i) const {
+    if (keys) return key_index(keys[i], index_mask);
+    int lo = 0, hi = runs;
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) / 2;
+      (walk_at[mid] <= i ? lo : hi) = mid;
+    }
+    return std::int32_t(block_at[lo] + (i - walk_at[lo]));
+  }
 };
 
 // A block's locality order on the device, its ranges and their claim counters. The caller launches
@@ -84,7 +96,7 @@ class Order {
   void release(const device::Stream& stream);
 
   const GridCoord* coords() const { return coords_; }
-  Entries entries() const { return {keys_, index_mask_}; }
+  Entries entries() const { return {keys_, index_mask_, walk_at_, block_at_, runs_count_}; }
   const std::int64_t* range_start() const { return range_start_.data(); }
   unsigned long long* next() { return next_.data(); }
   int ranges() const { return ranges_; }
@@ -101,6 +113,8 @@ class Order {
   const GridCoord* coords_ = nullptr;
   const std::uint64_t* keys_ = nullptr;
   std::uint64_t index_mask_ = 0;
+  const std::int32_t *walk_at_ = nullptr, *block_at_ = nullptr;  // a block in cell order (Entries)
+  int runs_count_ = 0;
   int ranges_ = 0;
   Array<GridCoord> placed_;
   Array<std::uint64_t> keys_a_, keys_b_;
