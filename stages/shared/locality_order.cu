@@ -1,7 +1,7 @@
 #include "stages/shared/locality_order.cuh"
 
+#include <cub/block/block_scan.cuh>
 #include <cub/device/device_radix_sort.cuh>
-#include <cub/device/device_scan.cuh>
 
 #include <algorithm>
 #include <string>
@@ -52,69 +52,83 @@ __device__ inline std::int64_t entry_cost(int slot, const std::int32_t* support)
 // The runs in the order's order: off the grid first, then the planes from the last down.
 __device__ inline int slot_at(int j, int slots) { return j == 0 ? 0 : slots - j; }
 
-// work[j]: the updates of the j-th run of the order; work[slots] = 0, so its exclusive sum ends
-// with the total.
-__global__ void run_work(int slots, const std::int32_t* support, const std::int32_t* run_begin,
-                         const std::int32_t* run_end, std::int64_t* work) {
-  for (int j = blockIdx.x * blockDim.x + threadIdx.x; j <= slots; j += gridDim.x * blockDim.x) {
-    const int slot = slot_at(j, slots);
-    work[j] = j == slots ? 0 : (run_end[slot] - run_begin[slot]) * entry_cost(slot, support);
+// The order's runs and its ranges of equal work, in one thread block (a few hundred runs and ranges:
+// as five small kernels and a device scan, the chain between two blocks' walkers was mostly launch
+// latency). For a block in cell order (`coords` set) first each rank's start by bisection
+// (rank = plane, `planes` off the grid; block_start[planes + 1] = n), then the runs laid end to end
+// in the walkers' order: run_begin, run_end and Entries' walk_at and block_at. Otherwise the runs
+// are plane_runs'. Then work_before[j], the updates before the j-th run, and range r =
+// [range_start[r], range_start[r + 1]) with next[r] at its start.
+constexpr int kRunThreads = 512;
+struct RunsAndRanges {
+  std::int64_t n;
+  int planes, ranges;
+  const std::int32_t* support;
+  const GridCoord* coords;  // a block in cell order; null: the runs are plane_runs'
+  std::int32_t *block_start, *run_begin, *run_end, *walk_at, *block_at;
+  std::int64_t *work_before, *range_start;
+  unsigned long long* next;
+};
+__global__ void __launch_bounds__(kRunThreads) runs_and_ranges(const RunsAndRanges a) {
+  using Scan = cub::BlockScan<long long, kRunThreads>;
+  __shared__ typename Scan::TempStorage scan;
+  const int slots = a.planes + 1;
+  if (a.coords) {
+    for (int r = threadIdx.x; r <= a.planes + 1; r += blockDim.x) {
+      std::int64_t lo = 0, hi = a.n;  // the first entry whose rank is r or more
+      while (lo < hi) {
+        const std::int64_t mid = (lo + hi) / 2;
+        const int plane = a.coords[mid].plane, rank = plane < 0 ? a.planes : plane;
+        if (rank < r)
+          lo = mid + 1;
+        else
+          hi = mid;
+      }
+      a.block_start[r] = std::int32_t(lo);
+    }
+    __syncthreads();
   }
-}
-
-// The order cut into `ranges` contiguous ranges of equal work (work_before: the exclusive sum of
-// run_work): range r is [range_start[r], range_start[r + 1]); next[r] starts at its start.
-__global__ void work_ranges(std::int64_t n, int slots, const std::int32_t* support, const std::int32_t* run_begin,
-                            const std::int32_t* run_end, const std::int64_t* work_before, int ranges,
-                            std::int64_t* range_start, unsigned long long* next) {
-  for (int r = blockIdx.x * blockDim.x + threadIdx.x; r <= ranges; r += gridDim.x * blockDim.x) {
-    const std::int64_t total = work_before[slots], target = total / ranges * r + total % ranges * r / ranges;
+  long long work = 0, at = 0;  // before this tile of runs
+  for (int base = 0; base < slots; base += blockDim.x) {
+    const int j = base + threadIdx.x, slot = j < slots ? slot_at(j, slots) : 0, rank = slot == 0 ? a.planes : slot - 1;
+    long long count = 0;
+    if (j < slots)
+      count = a.coords ? a.block_start[rank + 1] - a.block_start[rank] : a.run_end[slot] - a.run_begin[slot];
+    long long cost = count * entry_cost(slot, a.support), before, start, tile_work, tile_count;
+    Scan(scan).ExclusiveSum(cost, before, tile_work);
+    __syncthreads();
+    Scan(scan).ExclusiveSum(count, start, tile_count);
+    __syncthreads();
+    if (j < slots) {
+      a.work_before[j] = work + before;
+      if (a.coords) {
+        a.run_begin[slot] = a.walk_at[j] = std::int32_t(at + start);
+        a.run_end[slot] = std::int32_t(at + start + count);
+        a.block_at[j] = a.block_start[rank];
+      }
+    }
+    work += tile_work;
+    at += tile_count;
+  }
+  if (threadIdx.x == 0) {
+    a.work_before[slots] = work;
+    if (a.coords) a.walk_at[slots] = std::int32_t(at);
+  }
+  __syncthreads();
+  for (int r = threadIdx.x; r <= a.ranges; r += blockDim.x) {
+    const std::int64_t target = work / a.ranges * r + work % a.ranges * r / a.ranges;
     int lo = 0, hi = slots;  // the last run whose work starts at or before the target
     while (hi - lo > 1) {
       const int mid = (lo + hi) / 2;
-      (work_before[mid] <= target ? lo : hi) = mid;
+      (a.work_before[mid] <= target ? lo : hi) = mid;
     }
     const int slot = slot_at(lo, slots);
-    const std::int64_t count = run_end[slot] - run_begin[slot];
-    const std::int64_t into = min((target - work_before[lo]) / entry_cost(slot, support), count);
-    const std::int64_t at = r == 0 ? 0 : (r == ranges ? n : (count == 0 ? n : run_begin[slot] + into));
-    range_start[r] = at;
-    if (r < ranges) next[r] = (unsigned long long)at;
+    const std::int64_t count = a.run_end[slot] - a.run_begin[slot];
+    const std::int64_t into = min((target - a.work_before[lo]) / entry_cost(slot, a.support), count);
+    const std::int64_t from = r == 0 ? 0 : (r == a.ranges ? a.n : (count == 0 ? a.n : a.run_begin[slot] + into));
+    a.range_start[r] = from;
+    if (r < a.ranges) a.next[r] = (unsigned long long)from;
   }
-}
-
-// A block in cell order (planes ascending, then the entries off the grid): where each rank's run
-// begins, rank = plane (planes off the grid), by bisection; block_start[planes + 1] = n.
-__global__ void rank_starts(const GridCoord* coords, std::int64_t n, int planes, std::int32_t* block_start) {
-  for (int r = blockIdx.x * blockDim.x + threadIdx.x; r <= planes + 1; r += gridDim.x * blockDim.x) {
-    std::int64_t lo = 0, hi = n;  // the first entry whose rank is r or more
-    while (lo < hi) {
-      const std::int64_t mid = (lo + hi) / 2;
-      const int plane = coords[mid].plane, rank = plane < 0 ? planes : plane;
-      if (rank < r)
-        lo = mid + 1;
-      else
-        hi = mid;
-    }
-    block_start[r] = std::int32_t(lo);
-  }
-}
-
-// The runs in the walkers' order (slot_at: off the grid first, then the planes from the last down),
-// laid end to end: plane_runs' run_begin and run_end for a block in cell order, and Entries'
-// walk_at and block_at (a few hundred runs: one thread).
-__global__ void walker_runs(const std::int32_t* block_start, int planes, std::int32_t* run_begin,
-                            std::int32_t* run_end, std::int32_t* walk_at, std::int32_t* block_at) {
-  const int slots = planes + 1;
-  std::int32_t at = 0;
-  for (int j = 0; j < slots; ++j) {
-    const int slot = slot_at(j, slots), rank = slot == 0 ? planes : slot - 1;
-    run_begin[slot] = walk_at[j] = at;
-    block_at[j] = block_start[rank];
-    at += block_start[rank + 1] - block_start[rank];
-    run_end[slot] = at;
-  }
-  walk_at[slots] = at;
 }
 
 // ResidueTable: each plane's quarter with each row in residue order and a zero after it; plane
@@ -163,36 +177,35 @@ void Order::build(const Source& src, const Payload& block, const KernelStack& ks
 
 void Order::build_on(const Source& src, const KernelStack& ks, int ranges, const device::Stream& stream,
                      const char* who) {
-  const auto cuda_check = [who](cudaError_t e, const char* what) { device::check(e, who, what); };
   auto s = static_cast<cudaStream_t>(stream.native());
   const std::int64_t n = src.n;
   if (n > INT32_MAX)
     throw InputError(std::string(who) + ": a block of " + std::to_string(n) +
                      " visibilities; the locality order indexes at most 2^31 - 1 (use smaller blocks)");
   const int slots = ks.planes + 1;
-  work_ = Array<std::int64_t>::device(slots + 1, stream);
   work_before_ = Array<std::int64_t>::device(slots + 1, stream);
   runs_ = Array<std::int32_t>::device(2 * slots, stream);
-  std::int32_t *run_begin = runs_.data(), *run_end = runs_.data() + slots;
-  if (src.coords && src.cell_order) {
-    presorted_on(src, ks.planes, run_begin, run_end, stream);
-  } else {
-    sorted_on(src, ks, run_begin, run_end, stream, who);
-  }
-  // The order cut into ranges of equal work.
-  std::size_t scan_bytes = 0;
-  cuda_check(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, work_.data(), work_before_.data(), slots + 1, s),
-             "scan size");
-  temp_ = Array<std::uint8_t>::device(std::max(scan_bytes, std::size_t(1)), stream);
-  run_work<<<(slots + 256) / 256, 256, 0, s>>>(slots, src.support, run_begin, run_end, work_.data());
-  device::check_launch("locality order: run_work");
-  cuda_check(cub::DeviceScan::ExclusiveSum(temp_.data(), scan_bytes, work_.data(), work_before_.data(), slots + 1, s),
-             "scan");
   range_start_ = Array<std::int64_t>::device(ranges + 1, stream);
   next_ = Array<unsigned long long>::device(ranges, stream);
-  work_ranges<<<(ranges + 256) / 256, 256, 0, s>>>(n, slots, src.support, run_begin, run_end, work_before_.data(),
-                                                   ranges, range_start_.data(), next_.data());
-  device::check_launch("locality order: work_ranges");
+  RunsAndRanges rr{n, ks.planes, ranges, src.support, nullptr, nullptr, runs_.data(), runs_.data() + slots,
+                   nullptr, nullptr, work_before_.data(), range_start_.data(), next_.data()};
+  if (src.coords && src.cell_order) {
+    // No sort and no entries: position i of the j-th run is entry block_at[j] + i - walk_at[j].
+    block_start_ = Array<std::int32_t>::device(3 * (std::size_t(ks.planes) + 2), stream);
+    rr.coords = src.coords;
+    rr.block_start = block_start_.data();
+    rr.walk_at = rr.block_start + ks.planes + 2;
+    rr.block_at = rr.walk_at + ks.planes + 2;
+    coords_ = src.coords;
+    keys_ = nullptr;
+    walk_at_ = rr.walk_at;
+    block_at_ = rr.block_at;
+    runs_count_ = slots;
+  } else {
+    sorted_on(src, ks, rr.run_begin, rr.run_end, stream, who);
+  }
+  runs_and_ranges<<<1, kRunThreads, 0, s>>>(rr);
+  device::check_launch("locality order: runs_and_ranges");
   ranges_ = ranges;
 }
 
@@ -222,26 +235,9 @@ void Order::sorted_on(const Source& src, const KernelStack& ks, std::int32_t* ru
   index_mask_ = k.index_mask();
 }
 
-void Order::presorted_on(const Source& src, int planes, std::int32_t* run_begin, std::int32_t* run_end,
-                         const device::Stream& stream) {
-  auto s = static_cast<cudaStream_t>(stream.native());
-  const std::int64_t n = src.n;
-  block_start_ = Array<std::int32_t>::device(3 * (std::size_t(planes) + 2), stream);
-  std::int32_t *walk_at = block_start_.data() + planes + 2, *block_at = walk_at + planes + 2;
-  rank_starts<<<(planes + 2 + 255) / 256, 256, 0, s>>>(src.coords, n, planes, block_start_.data());
-  device::check_launch("locality order: rank_starts");
-  walker_runs<<<1, 1, 0, s>>>(block_start_.data(), planes, run_begin, run_end, walk_at, block_at);
-  device::check_launch("locality order: walker_runs");
-  coords_ = src.coords;
-  keys_ = nullptr;
-  walk_at_ = walk_at;
-  block_at_ = block_at;
-  runs_count_ = planes + 1;
-}
-
 void Order::release(const device::Stream& stream) {
-  keep_until(stream.record(), {&placed_, &keys_a_, &keys_b_, &runs_, &block_start_, &work_, &work_before_,
-                               &range_start_, &next_, &temp_, &sort_temp_});
+  keep_until(stream.record(), {&placed_, &keys_a_, &keys_b_, &runs_, &block_start_, &work_before_, &range_start_,
+                               &next_, &sort_temp_});
 }
 
 ResidueTable::View ResidueTable::of(const std::shared_ptr<const KernelStack>& stack, const device::Stream& side,

@@ -103,12 +103,9 @@ class Order {
 
  private:
   void build_on(const Source& src, const KernelStack& ks, int ranges, const device::Stream& stream, const char* who);
-  // The entries and each plane's run in them (slot 0 off the grid, plane p at p + 1): by sorting
-  // keys, or for a block in cell order by finding its runs.
+  // The entries, sorted by key, and each plane's run in them (slot 0 off the grid, plane p at p + 1).
   void sorted_on(const Source& src, const KernelStack& ks, std::int32_t* run_begin, std::int32_t* run_end,
                  const device::Stream& stream, const char* who);
-  void presorted_on(const Source& src, int planes, std::int32_t* run_begin, std::int32_t* run_end,
-                    const device::Stream& stream);
 
   const GridCoord* coords_ = nullptr;
   const std::uint64_t* keys_ = nullptr;
@@ -119,9 +116,9 @@ class Order {
   Array<GridCoord> placed_;
   Array<std::uint64_t> keys_a_, keys_b_;
   Array<std::int32_t> runs_, block_start_;
-  Array<std::int64_t> work_, work_before_, range_start_;
+  Array<std::int64_t> work_before_, range_start_;
   Array<unsigned long long> next_;
-  Array<std::uint8_t> temp_, sort_temp_;
+  Array<std::uint8_t> sort_temp_;
 };
 
 // The table the walkers read kernel values from: each plane's quarter (S x S), every row in residue
