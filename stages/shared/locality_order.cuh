@@ -89,7 +89,9 @@ class Order {
   // 18.46-18.70, grid.atomic 20.41-20.43 against 20.81-20.83; an order takes about 0.5 ms a block).
   // `stream` waits for it. A block in cell order is not sorted again: its planes' runs are found
   // by bisection and taken widest first (degrid.wproj, el56-82 on the H100: 16.50-17.00 ms against
-  // 18.20-18.50 with the sort).
+  // 18.20-18.50 with the sort), with no entry array (Entries), in one kernel: in the degridding
+  // benchmark the orders run while the forward chain still makes the model, off the
+  // walkers' path (events around them on the H100, stop 46).
   void build(const Source& src, const Payload& block, const KernelStack& ks, int ranges, const device::Stream& side,
              const device::Stream& stream, const char* who);
   // The arrays are kept until the work queued on `stream` so far is done.
