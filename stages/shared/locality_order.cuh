@@ -117,7 +117,7 @@ class Order {
   int ranges_ = 0;
   Array<GridCoord> placed_;
   Array<std::uint64_t> keys_a_, keys_b_;
-  Array<std::int32_t> runs_, block_start_;
+  Array<std::int32_t> runs_, block_start_;  // block_start_: for a block in cell order, also walk_at and block_at
   Array<std::int64_t> work_before_, range_start_;
   Array<unsigned long long> next_;
   Array<std::uint8_t> sort_temp_;
