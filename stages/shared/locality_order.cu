@@ -53,11 +53,12 @@ __device__ inline std::int64_t entry_cost(int slot, const std::int32_t* support)
 __device__ inline int slot_at(int j, int slots) { return j == 0 ? 0 : slots - j; }
 
 // The order's runs and its ranges of equal work, in one thread block (a few hundred runs and ranges;
-// one launch where there were five small kernels and a device scan). For a block in cell order (`coords` set) first each rank's start by bisection
-// (rank = plane, `planes` off the grid; block_start[planes + 1] = n), then the runs laid end to end
-// in the walkers' order: run_begin, run_end and Entries' walk_at and block_at. Otherwise the runs
-// are plane_runs'. Then work_before[j], the updates before the j-th run, and range r =
-// [range_start[r], range_start[r + 1]) with next[r] at its start.
+// one launch where there were five small kernels and a device scan). For a block in cell order
+// (`coords` set) first each rank's start by bisection (rank = plane, `planes` off the grid;
+// block_start[planes + 1] = n), then the runs laid end to end in the walkers' order: run_begin,
+// run_end and Entries' walk_at and block_at. Otherwise the runs are plane_runs'. Then
+// work_before[j], the updates before the j-th run, and range r = [range_start[r], range_start[r + 1])
+// with next[r] at its start.
 constexpr int kRunThreads = 512;
 struct RunsAndRanges {
   std::int64_t n;

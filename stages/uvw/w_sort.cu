@@ -146,16 +146,16 @@ class WSortCuda final : public DeclaredStage<decl> {
   // `order` (the identity after plane_keys) sorted stably by each visibility's key: K = Key, the plane;
   // 64 bits with within_plane cell.
   template <class K>
-  void sort(const Placement& placement, const KernelStack& ks, const VisBlock& in, cub::DoubleBuffer<std::int32_t>& order,
-            const device::Stream& stream) {
+  void sort(const Placement& placement, const KernelStack& ks, const VisBlock& in,
+            cub::DoubleBuffer<std::int32_t>& order, const device::Stream& stream) {
     const auto raw = static_cast<cudaStream_t>(stream.native());
     const int n = int(in.size());
     // Sort only the bits that can be set: the plane's (0 .. planes, off the grid) above the cell's.
     const int cell_shift = cell_order_ ? 2 * std::bit_width(unsigned(ks.geom.grid_size - 1)) : 0;
     const int end_bit = std::bit_width(unsigned(placement.planes)) + cell_shift;
     if (end_bit > int(8 * sizeof(K)))
-      throw InputError("uvw.w_sort: within_plane cell on a grid of " + std::to_string(ks.geom.grid_size) + " cells and " +
-                       std::to_string(placement.planes) + " planes needs " + std::to_string(end_bit) +
+      throw InputError("uvw.w_sort: within_plane cell on a grid of " + std::to_string(ks.geom.grid_size) +
+                       " cells and " + std::to_string(placement.planes) + " planes needs " + std::to_string(end_bit) +
                        " bits of sort key, more than 64");
     auto keys_a = Array<K>::device(n, stream), keys_b = Array<K>::device(n, stream);
     plane_keys<K><<<(n + kThreads - 1) / kThreads, kThreads, 0, raw>>>(

@@ -62,7 +62,8 @@ inline const StageDecl<Params> decl{
 StageSpec spec();
 
 // The sorted block's shell, the same on both backends: `in`'s metadata, placement fields from the
-// kernels, the order inside planes, and fresh arrays of in.size() from `alloc` (host or device), to be filled in sorted order.
+// kernels, the order inside planes, and fresh arrays of in.size() from `alloc` (host or device), to
+// be filled in sorted order.
 template <class Alloc>
 std::shared_ptr<VisBlock> sorted_shell(const VisBlock& in, const KernelStack& ks, bool cell_order, Alloc&& alloc) {
   const std::size_t n = in.size();
