@@ -625,10 +625,11 @@ class WprojDegridderCuda final : public DeclaredStage<decl> {
       if (own_streams)
         for (auto& w : walker_streams_) w.wait(stream.record());
     }
-    if (own_streams)
-      for (const Payload* p : {static_cast<const Payload*>(block.get()), static_cast<const Payload*>(g.get()),
-                               static_cast<const Payload*>(ks.get())})
-        wait_for_device_input(*p, run);
+    if (own_streams) {
+      wait_for_device_input(*block, run);
+      wait_for_device_input(*g, run);
+      wait_for_device_input(*ks, run);
+    }
     const std::int64_t n = std::int64_t(block->size());
     auto out = std::make_shared<VisBlock>(*block);
     out->vis = Array<cfloat>::device(block->size(), run);
