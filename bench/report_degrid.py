@@ -30,17 +30,19 @@ def stage(r, sid):
 
 commit = os.environ.get("UVFLOW_COMMIT") or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                                                            text=True).stdout.strip()
+variants = [v for v in VARIANTS if v in runs]
+if not variants:
+    raise SystemExit("no run reports")
+blocks = sorted({stage(runs[v], "degrid")["items_in"] for v in variants})
 print("# GPU degridding benchmark\n")
 print(f"{datetime.date.today()}, commit {commit or '?'}, {args.device or 'GPU'}; `bench/h100_degrid.sh` "
       "(pipelines/bench_degrid_el56-82_gpu.yaml, one run per variant). Degridding time = the `degrid` stage's "
-      "CUDA-event intervals on its stream, summed over the 4 blocks (for uvflow, scatter and moving_window it "
+      f"CUDA-event intervals on its stream, summed over its {' or '.join(map(str, blocks))} block(s) "
+      "(for uvflow, scatter and moving_window it "
       "includes their own locality sort, bucketing or baseline grouping; moving_window's also its host-side key "
       "building and upload). Updates = sum "
       "over predicted visibilities of (2s+1)^2; the ceiling is 8.1e12 updates/s (FP32 FMA, 4 FMA per update). "
       "uvflow, gather and scatter read w-sorted blocks, moving_window the raw [dump][baseline] blocks.\n")
-variants = [v for v in VARIANTS if v in runs]
-if not variants:
-    raise SystemExit("no run reports")
 print("| | " + " | ".join(variants) + " |")
 print("|---|" + "---|" * len(variants))
 rows = {v: stage(runs[v], "degrid") for v in variants}
